@@ -1,0 +1,223 @@
+"""Build src/perfcast/specs/data/gpus.json from the spec sheets in ../shared/data.
+
+Run from the repository root: `python scripts/build_hardware_catalog.py [SHARED_DATA_DIR]`.
+Every number in the output names its source: the CSV row (hardware/gpus.csv), an
+AIConfigurator system YAML, or the SUPPLEMENT table below for the few values no shared
+sheet has (SM counts and clocks of the newest parts), which are marked as such.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+GB = 1e9
+CSV_SRC = "shared/data/hardware/gpus.csv row {row!r}"
+AIC_SRC = "shared/data/aiconfigurator/systems/{file} (NVIDIA AIConfigurator, Apache-2.0)"
+
+# catalog name -> (gpus.csv row or None, aiconfigurator yaml or None, aliases)
+ENTRIES: dict[str, tuple[str | None, str | None, list[str]]] = {
+    "v100-sxm2-32gb": ("V100-SXM2-32GB", None, ["V100-SXM2", "V100"]),
+    "v100-pcie-32gb": ("V100-PCIe-32GB", None, ["V100-PCIE", "Tesla V100-PCIE-32GB"]),
+    "p100-pcie-16gb": ("P100-PCIe-16GB", None, ["P100", "Tesla P100-PCIE-16GB"]),
+    "p4": ("P4", None, ["Tesla P4"]),
+    "t4": ("T4", None, ["Tesla T4"]),
+    "a10": ("A10", None, ["NVIDIA A10"]),
+    "a40": ("A40", None, ["NVIDIA A40"]),
+    "l4": ("L4", "l4.yaml", ["NVIDIA L4"]),
+    "l40s": ("L40S", "l40s.yaml", ["NVIDIA L40S"]),
+    "a100-sxm4-40gb": ("A100-SXM4-40GB", None, ["A100-40GB", "NVIDIA A100-SXM4-40GB"]),
+    "a100-sxm4-80gb": (
+        "A100-SXM4-80GB",
+        "a100_sxm.yaml",
+        ["A100", "A100-80GB", "A100-SXM", "NVIDIA A100-SXM4-80GB"],
+    ),
+    "a100-pcie-40gb": ("A100-PCIe-40GB", None, ["A100-PCIE", "NVIDIA A100-PCIE-40GB"]),
+    "a100-pcie-80gb": (
+        "A100-PCIe-80GB",
+        "a100_pcie.yaml",
+        ["NVIDIA A100 80GB PCIe", "A100-80GB-PCIE"],
+    ),
+    "h100-sxm": (
+        "H100-SXM5-80GB",
+        "h100_sxm.yaml",
+        ["H100", "H100-SXM5-80GB", "H100-80GB", "NVIDIA H100 80GB HBM3"],
+    ),
+    "h100-pcie": ("H100-PCIe-80GB", "h100_pcie.yaml", ["H100-PCIE-80GB", "NVIDIA H100 PCIe"]),
+    "h200-sxm": ("H200-SXM-141GB", "h200_sxm.yaml", ["H200", "NVIDIA H200"]),
+    "b200-sxm": ("B200-SXM (HGX, 1000 W)", "b200_sxm.yaml", ["B200", "NVIDIA B200"]),
+    "b300-sxm": (None, "b300_sxm.yaml", ["B300", "NVIDIA B300 SXM6 AC"]),
+    "gb200": ("GB200 (per B200 GPU, 1200 W)", "gb200.yaml", ["NVIDIA GB200"]),
+    "gb300": (None, "gb300.yaml", ["NVIDIA GB300"]),
+    "rtx-pro-6000": (
+        None,
+        "rtx_pro_6000_server.yaml",
+        ["RTX PRO 6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition"],
+    ),
+    "mi100": ("MI100", None, ["AMD Instinct MI100"]),
+    "mi210": ("MI210", None, ["AMD Instinct MI210"]),
+    "mi250": ("MI250", None, ["AMD Instinct MI250"]),
+    "mi250x": ("MI250X", None, ["AMD Instinct MI250X"]),
+    "mi300x": ("MI300X", None, ["AMD Instinct MI300X"]),
+}
+
+# Values no shared sheet gives: (value, where it comes from). Marked in each device's sources.
+WP = "perfcast supplement: vendor architecture whitepaper / product brief, not in ../shared/data"
+SAME_B200 = "perfcast supplement: assumed equal to B200's gpus.csv value (same SM datapath)"
+SUPPLEMENT: dict[str, dict[str, tuple[float | str, str]]] = {
+    "h200-sxm": {
+        "sm_count": (132, WP + " (same GH100 die as H100 SXM)"),
+        "boost_clock_hz": (1.83e9, "assumed equal to h100-sxm (gpus.csv)"),
+        "l2_bytes": (50e6, WP),
+        "smem_per_sm_bytes": (228e3, WP),
+    },
+    "h100-pcie": {"boost_clock_hz": (1.755e9, WP)},
+    "v100-sxm2-32gb": {"boost_clock_hz": (1.53e9, WP), "tdp_w": (300, WP)},
+    "v100-pcie-32gb": {"tdp_w": (250, WP)},
+    "a10": {"tdp_w": (150, WP)},
+    "b200-sxm": {"sm_count": (148, WP)},
+    "gb200": {"sm_count": (148, WP)},
+    "b300-sxm": {
+        "sm_count": (160, WP + " (Blackwell Ultra)"),
+        "arch": ("Blackwell Ultra", WP),
+        "vendor": ("NVIDIA", WP),
+        "fp32_flops": (80e12, SAME_B200),
+    },
+    "gb300": {
+        "sm_count": (160, WP + " (Blackwell Ultra)"),
+        "arch": ("Blackwell Ultra", WP),
+        "vendor": ("NVIDIA", WP),
+        "fp32_flops": (80e12, SAME_B200),
+    },
+    "rtx-pro-6000": {
+        "sm_count": (188, WP),
+        "arch": ("Blackwell", WP),
+        "vendor": ("NVIDIA", WP),
+        "fp32_flops": (117e12, WP + " (approximate, server edition)"),
+    },
+}
+
+CSV_PEAKS = {  # dtype -> gpus.csv column (TFLOP/s)
+    "fp32": "fp32_tflops",
+    "tf32": "tf32_tflops",
+    "fp16": "fp16_tensor_tflops_dense",
+    "bf16": "bf16_tensor_tflops_dense",
+    "fp8": "fp8_tensor_tflops_dense",
+    "int8": "int8_tensor_tops_dense",
+    "fp4": "fp4_tensor_tflops_dense",
+}
+YAML_PEAKS = {
+    "bf16": "bfloat16_tc_flops",
+    "fp8": "fp8_tc_flops",
+    "int8": "int8_tc_flops",
+    "fp4": "fp4_tc_flops",
+}
+
+
+def _num(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
+def _from_csv(row: dict[str, str], src: str) -> tuple[dict, dict]:
+    out: dict = {"vendor": row["vendor"], "arch": row["arch"]}
+    peaks = {d: _num(row[c]) * 1e12 for d, c in CSV_PEAKS.items() if _num(row[c])}
+    scalars = {
+        "sm_count": (_num(row["sm_count"]), 1),
+        "boost_clock_hz": (_num(row["boost_clock_mhz"]), 1e6),
+        "hbm_capacity_bytes": (_num(row["hbm_gb"]), GB),
+        "hbm_bandwidth_bps": (_num(row["hbm_bandwidth_gbs"]), GB),
+        "l2_bytes": (_num(row["l2_mb"]), 1e6),
+        "smem_per_sm_bytes": (_num(row["smem_per_sm_kb"]), 1e3),
+        "tdp_w": (_num(row["tdp_w"]), 1),
+        "nvlink_bandwidth_bps": (_num(row["nvlink_or_xgmi_gbs_per_direction"]), GB),
+    }
+    sources = {"vendor": src, "arch": src}
+    for field, (value, scale) in scalars.items():
+        if value is not None:
+            out[field] = int(value) if field == "sm_count" else value * scale
+            sources[field] = src
+    out["dense_peak_flops"] = peaks
+    sources.update({f"dense_peak_flops.{d}": src for d in peaks})
+    if _num(row["pcie_gen"]):  # x16 link, per direction (PCI-SIG: 16/32/64/128 GB/s, gen 3..6)
+        out["pcie_bandwidth_bps"] = 16 * GB * 2 ** (_num(row["pcie_gen"]) - 3)
+        sources["pcie_bandwidth_bps"] = src + " pcie_gen, as an x16 link"
+    if row["notes"]:
+        sources["notes"] = row["notes"]
+    return out, sources
+
+
+def _fill_from_yaml(out: dict, sources: dict, spec: dict, src: str) -> None:
+    gpu, node = spec["gpu"], spec["node"]
+    peaks = out.setdefault("dense_peak_flops", {})
+    for dtype, key in YAML_PEAKS.items():
+        if key in gpu and dtype not in peaks:
+            peaks[dtype] = float(gpu[key])
+            sources[f"dense_peak_flops.{dtype}"] = src
+    if "bf16" in peaks and "fp16" not in peaks and "bfloat16_tc_flops" in gpu:
+        peaks["fp16"] = peaks["bf16"]
+        sources["dense_peak_flops.fp16"] = src + " (bf16 rate; fp16 equals it on NVIDIA TCs)"
+    nvlink = node.get("intra_node_bw") if node["intra_node_bw"] > node["pcie_bw"] else None
+    for field, value in (
+        ("hbm_capacity_bytes", gpu.get("mem_capacity")),
+        ("hbm_bandwidth_bps", gpu.get("mem_bw")),
+        ("tdp_w", gpu.get("power")),
+        ("nvlink_bandwidth_bps", nvlink),
+        ("pcie_bandwidth_bps", node.get("pcie_bw")),
+    ):
+        if value is not None and field not in out:
+            out[field] = float(value)
+            sources[field] = src
+
+
+def _apply_supplement(name: str, out: dict, sources: dict) -> None:
+    for field, (value, source) in SUPPLEMENT.get(name, {}).items():
+        if field.endswith("_flops"):
+            dtype = field.removesuffix("_flops")
+            if dtype not in out["dense_peak_flops"]:
+                out["dense_peak_flops"][dtype] = value
+                sources[f"dense_peak_flops.{dtype}"] = source
+        elif field not in out:
+            out[field] = value
+            sources[field] = source
+
+
+def build(shared: Path) -> dict:
+    with open(shared / "hardware/gpus.csv") as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    devices = []
+    for name, (row_name, yaml_file, aliases) in ENTRIES.items():
+        out: dict = {"name": name}
+        sources: dict = {}
+        if row_name:
+            fields, sources = _from_csv(rows[row_name], CSV_SRC.format(row=row_name))
+            out.update(fields)
+        if yaml_file:
+            spec = yaml.safe_load((shared / "aiconfigurator/systems" / yaml_file).read_text())
+            _fill_from_yaml(out, sources, spec, AIC_SRC.format(file=yaml_file))
+        _apply_supplement(name, out, sources)
+        out["kernel_launch_overhead_s"] = 4e-6
+        sources["kernel_launch_overhead_s"] = (
+            "perfcast default (typical CUDA/HIP launch cost); fitted per device by the "
+            "kernel-efficiency layer"
+        )
+        out["sources"] = sources
+        devices.append({"aliases": aliases, "device": out})
+    return {
+        "provenance": "built by scripts/build_hardware_catalog.py from ../shared/data",
+        "devices": devices,
+    }
+
+
+def main() -> None:
+    shared = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
+    target = Path("src/perfcast/specs/data/gpus.json")
+    target.write_text(json.dumps(build(shared), indent=1, sort_keys=False) + "\n")
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    main()

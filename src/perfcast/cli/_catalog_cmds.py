@@ -1,0 +1,99 @@
+"""`perfcast hardware list|show` and `perfcast models`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from perfcast.cli._common import emit_json, guarded
+from perfcast.specs import (
+    cluster_names,
+    device_names,
+    get_cluster,
+    get_device,
+    get_model,
+    model_entries,
+)
+
+hardware_app = typer.Typer(help="GPU and cluster catalog.", no_args_is_help=True)
+console = Console()
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _fmt(value: float | None, scale: float, digits: int = 0) -> str:
+    return "-" if value is None else f"{value / scale:,.{digits}f}"
+
+
+@hardware_app.command("list")
+@guarded
+def hardware_list(json_out: JsonOpt = False) -> None:
+    """List the catalog GPUs and cluster presets."""
+    devices = [get_device(n) for n in device_names()]
+    if json_out:
+        emit_json({"gpus": [d.model_dump(mode="json", exclude={"sources"}) for d in devices],
+                   "clusters": cluster_names()})
+        return
+    table = Table(title="GPUs (dense peaks)")
+    for col in ("name", "arch", "SMs", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "HBM GB",
+                "HBM GB/s"):
+        table.add_column(col, justify="left" if col in ("name", "arch") else "right")
+    for d in devices:
+        p = d.dense_peak_flops
+        table.add_row(d.name, d.arch, str(d.sm_count), _fmt(p.get("bf16") or p.get("fp16"), 1e12),
+                      _fmt(p.get("fp8"), 1e12), _fmt(p.get("fp4"), 1e12),
+                      _fmt(d.hbm_capacity_bytes, 1e9), _fmt(d.hbm_bandwidth_bps, 1e9))
+    console.print(table)
+    console.print("Cluster presets: " + ", ".join(cluster_names()))
+
+
+@hardware_app.command("show")
+@guarded
+def hardware_show(name: Annotated[str, typer.Argument(help="GPU or cluster preset name.")],
+                  json_out: JsonOpt = False) -> None:
+    """Show one GPU (or cluster preset) with the source of every number."""
+    if name.lower() in cluster_names():
+        cluster = get_cluster(name)
+        payload = cluster.model_dump(mode="json")
+    else:
+        payload = get_device(name).model_dump(mode="json")
+    if json_out:
+        emit_json(payload)
+        return
+    table = Table(title=payload["name"], show_lines=False)
+    table.add_column("field")
+    table.add_column("value")
+    table.add_column("source")
+    sources = payload.pop("sources", {})
+    for key, value in payload.items():
+        if isinstance(value, dict) and key == "dense_peak_flops":
+            for dtype, flops in value.items():
+                table.add_row(f"peak {dtype} FLOP/s", f"{flops:.4g}",
+                              sources.get(f"{key}.{dtype}", ""))
+        else:
+            table.add_row(key, str(value), sources.get(key, ""))
+    console.print(table)
+
+
+@guarded
+def models(json_out: JsonOpt = False) -> None:
+    """List the catalog models (shipped HuggingFace config.json files)."""
+    rows = []
+    for entry in model_entries():
+        spec = get_model(entry["name"])
+        rows.append({"name": entry["name"], "hf_id": entry.get("hf_id"), "kind": spec.kind,
+                     "params_b": round(spec.total_params() / 1e9, 3),
+                     "layers": spec.num_layers, "hidden": spec.hidden_size,
+                     "heads": spec.num_heads, "kv_heads": spec.num_kv_heads,
+                     "moe": bool(spec.moe), "mla": bool(spec.mla)})
+    if json_out:
+        emit_json({"models": rows})
+        return
+    table = Table(title="Models")
+    for col in rows[0]:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    console.print(table)

@@ -1,0 +1,47 @@
+"""CLI plumbing: turning bad input into one clear line and exit code 2."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+
+from perfcast.errors import InputError
+
+__all__ = ["emit_json", "fail", "guarded", "to_input_error"]
+
+
+def to_input_error(exc: ValidationError, prefix: str = "") -> InputError:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or exc.title
+    msg = err["msg"].removeprefix("Value error, ")
+    return InputError(f"{prefix}{field}", msg)
+
+
+def fail(exc: InputError) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(code=2)
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command; an InputError or spec validation error becomes one line + exit 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            fail(exc)
+        except ValidationError as exc:
+            fail(to_input_error(exc))
+
+    return wrapper
+
+
+def emit_json(payload: dict) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False) + "\n")

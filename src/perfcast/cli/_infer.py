@@ -1,0 +1,120 @@
+"""`perfcast infer`: one request (or a static batch) on one GPU or a TP group."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from perfcast import __version__
+from perfcast.cli._common import emit_json, guarded
+from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
+from perfcast.errors import InputError
+from perfcast.specs import (
+    ParallelPlan,
+    Precision,
+    cluster_for,
+    get_cluster,
+    get_device,
+    get_model,
+    parse_dtype,
+)
+
+console = Console()
+
+
+def _plan(tp: int | None, num_gpus: int | None) -> ParallelPlan:
+    tp = tp or num_gpus or 1
+    if num_gpus is not None and num_gpus != tp:
+        raise InputError("num_gpus", f"{num_gpus} GPUs with tp={tp}: one request runs on one "
+                         "TP group", str(tp))
+    if tp < 1:
+        raise InputError("tp", f"must be >= 1, got {tp}", ">= 1")
+    return ParallelPlan(tp=tp)
+
+
+def _precision(dtype: str, kv_dtype: str | None, weight_dtype: str | None) -> Precision:
+    act = parse_dtype(dtype, "dtype")
+    weights = parse_dtype(weight_dtype, "weight_dtype") if weight_dtype else act
+    kv = parse_dtype(kv_dtype, "kv_dtype") if kv_dtype else (act if act.value in (
+        "fp16", "bf16", "fp32", "fp8") else parse_dtype("bf16"))
+    return Precision(weights=weights, activations=act, kv_cache=kv)
+
+
+def _payload(f: InferenceForecast, inputs: dict) -> dict:
+    decode = f.decode.breakdown() if f.decode is not None else None
+    return {
+        "perfcast_version": __version__, "inputs": inputs,
+        "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "e2e_s": f.e2e_s,
+        "throughput_tok_s": f.throughput_tok_s,
+        "memory_bytes": f.memory.as_dict(),
+        "breakdown": {"prefill": f.prefill.breakdown(), "decode_step": decode,
+                      "by_family": f.breakdown().to_dict("records")},
+        "notes": f.notes,
+    }
+
+
+def _print(f: InferenceForecast, inputs: dict) -> None:
+    summary = Table(title=f"{inputs['model']} on {inputs['tp']}x {inputs['gpu']}")
+    summary.add_column("metric")
+    summary.add_column("value", justify="right")
+    tpot = "-" if f.tpot_s is None else f"{f.tpot_s * 1e3:.3f} ms"
+    for name, value in (("TTFT", f"{f.ttft_s * 1e3:.3f} ms"), ("TPOT", tpot),
+                        ("end-to-end", f"{f.e2e_s * 1e3:.1f} ms"),
+                        ("throughput", f"{f.throughput_tok_s:,.1f} tok/s")):
+        summary.add_row(name, value)
+    for key, value in f.memory.as_dict().items():
+        summary.add_row(f"memory {key.removesuffix('_bytes')}", f"{value / 1e9:.2f} GB")
+    console.print(summary)
+    table = Table(title="Where the time goes")
+    for col in ("phase", "family", "seconds", "share"):
+        table.add_column(col, justify="right" if col in ("seconds", "share") else "left")
+    for row in f.breakdown().itertuples():
+        table.add_row(row.phase, row.family, f"{row.total_s:.6f}", f"{row.share:.1%}")
+    console.print(table)
+    for note in f.notes:
+        console.print(f"note: {note}")
+
+
+@guarded
+def infer(
+    model: Annotated[str | None, typer.Option(help="Catalog model name or HF id.")] = None,
+    model_config: Annotated[str | None, typer.Option(help="Path to an HF config.json.")] = None,
+    gpu: Annotated[str | None, typer.Option(help="Catalog GPU name (see `hardware list`).")] = None,
+    cluster: Annotated[str | None, typer.Option(help="Cluster preset instead of --gpu.")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree.")] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp for one request).")] = None,
+    prompt_tokens: Annotated[int, typer.Option(help="Prompt length per request.")] = 512,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request.")] = 128,
+    batch: Annotated[int, typer.Option(help="Requests run together (static batch).")] = 1,
+    dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.")] = "bf16",
+    weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4 for W4A16.")] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: --dtype).")] = None,
+    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = Execution.CUDA_GRAPH,
+    host: Annotated[str, typer.Option(help=f"Host overhead: {', '.join(HOST_PROFILES)}.")] = (
+        "vllm-v0"),
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
+    if (gpu is None) == (cluster is None):
+        raise InputError("gpu", "give exactly one of --gpu or --cluster", "see `hardware list`")
+    spec = get_model(model, model_config)
+    plan = _plan(tp, num_gpus)
+    if cluster:
+        box = get_cluster(cluster, plan.tp)
+    else:
+        box = cluster_for(get_device(gpu), plan.tp)
+    precision = _precision(dtype, kv_dtype, weight_dtype)
+    forecast = forecast_inference(
+        spec, box, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        precision=precision, plan=plan, execution=execution, host=host)
+    inputs = {"model": spec.name, "gpu": box.device.name, "cluster": box.name, "tp": plan.tp,
+              "batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
+              "precision": precision.model_dump(mode="json"), "execution": str(execution),
+              "host": host}
+    if json_out:
+        emit_json(_payload(forecast, inputs))
+    else:
+        _print(forecast, inputs)

@@ -1,0 +1,17 @@
+"""Workload phases as operator tables: FLOPs, bytes, shapes and collectives per kernel."""
+
+from perfcast.ops._batch import Batch, attended_keys
+from perfcast.ops._memory import (
+    MemoryFootprint,
+    inference_memory,
+    kv_bytes_per_token,
+    weight_bytes_per_gpu,
+)
+from perfcast.ops._table import COLUMNS, COMM_FAMILIES, TENSOR_FAMILIES
+from perfcast.ops._training import training_ops
+from perfcast.ops._transformer import step_ops
+
+__all__ = [
+    "COLUMNS", "COMM_FAMILIES", "TENSOR_FAMILIES", "Batch", "MemoryFootprint", "attended_keys",
+    "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops", "weight_bytes_per_gpu",
+]

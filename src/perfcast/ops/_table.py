@@ -1,0 +1,43 @@
+"""The operator table: one row per distinct kernel of a step, as plain columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+__all__ = ["COLUMNS", "COMM_FAMILIES", "TENSOR_FAMILIES", "OpRows"]
+
+# Shape convention per family (b, m, n, k):
+#   gemm            b GEMMs of [m, k] x [k, n] (b > 1: grouped/batched, e.g. MoE experts)
+#   attn_prefill    b = sequences x heads, m = query tokens, n = mean keys attended, k = head dim
+#   attn_decode     same with m = 1
+#   vector families m = tokens (or elements), n = width
+#   collectives     m = message bytes, n = group size
+COLUMNS = ["layer", "op", "family", "phase", "b", "m", "n", "k", "flops", "bytes_read",
+           "bytes_written", "dtype", "count"]
+TENSOR_FAMILIES = frozenset({"gemm", "attn_prefill", "attn_decode"})
+COMM_FAMILIES = frozenset({"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"})
+
+
+@dataclass
+class OpRows:
+    """Accumulates op rows; `frame()` returns the table."""
+
+    rows: list[dict] = field(default_factory=list)
+
+    def add(self, layer: str, op: str, family: str, phase: str, *, b: int = 1, m: float = 0,
+            n: float = 0, k: float = 0, flops: float = 0.0, bytes_read: float = 0.0,
+            bytes_written: float = 0.0, dtype: str, count: int = 1) -> None:
+        if count <= 0 or (flops == 0 and bytes_read == 0 and bytes_written == 0 and m == 0):
+            return
+        self.rows.append({
+            "layer": layer, "op": op, "family": family, "phase": phase, "b": b, "m": m, "n": n,
+            "k": k, "flops": float(flops), "bytes_read": float(bytes_read),
+            "bytes_written": float(bytes_written), "dtype": str(dtype), "count": count,
+        })
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame(self.rows, columns=COLUMNS)
+        return df.astype({"b": "int64", "count": "int64", "m": "float64", "n": "float64",
+                          "k": "float64"})

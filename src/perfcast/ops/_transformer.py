@@ -1,0 +1,264 @@
+"""A transformer step (prefill, decode, mixed) as an operator table, per GPU of a TP group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfcast.ops._batch import Batch, attended_keys
+from perfcast.ops._table import OpRows
+from perfcast.specs import ModelSpec, ParallelPlan, Precision, bytes_per_element
+
+__all__ = ["step_ops"]
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """Everything the row builders share for one step on one GPU."""
+
+    model: ModelSpec
+    prec: Precision
+    plan: ParallelPlan
+    rows: OpRows
+    phase: str
+
+    @property
+    def act_b(self) -> float:
+        return bytes_per_element(self.prec.activations)
+
+    @property
+    def w_b(self) -> float:
+        return bytes_per_element(self.prec.weights)
+
+    @property
+    def kv_b(self) -> float:
+        return bytes_per_element(self.prec.kv_cache)
+
+    @property
+    def heads(self) -> int:
+        return self.model.num_heads // self.plan.tp
+
+    @property
+    def kv_heads(self) -> int:
+        """KV heads per GPU; replicated when tp exceeds them (Megatron/vLLM GQA rule)."""
+        return max(self.model.num_kv_heads // self.plan.tp, 1)
+
+    def gemm(self, layer: str, op: str, tokens: float, n: float, k: float, count: int,
+             groups: float = 1, weight: bool = True) -> None:
+        """Y[tokens, n] = X[tokens, k] W[k, n], `groups` of them (MoE experts)."""
+        if tokens <= 0 or n <= 0:
+            return
+        flops = 2.0 * tokens * n * k
+        w_bytes = groups * n * k * (self.w_b if weight else self.act_b)
+        self.rows.add(layer, op, "gemm", self.phase, b=max(int(round(groups)), 1),
+                      m=tokens / groups, n=n, k=k, flops=flops,
+                      bytes_read=tokens * k * self.act_b + w_bytes,
+                      bytes_written=tokens * n * self.act_b, dtype=self.prec.gemm_math,
+                      count=count)
+
+    def vector(self, layer: str, op: str, family: str, tokens: float, width: float,
+               reads: float, writes: float, count: int, flops_per_elem: float = 1.0) -> None:
+        """An elementwise-style kernel reading `reads` and writing `writes` tensors of the shape."""
+        elems = tokens * width
+        self.rows.add(layer, op, family, self.phase, m=tokens, n=width,
+                      flops=flops_per_elem * elems, bytes_read=reads * elems * self.act_b,
+                      bytes_written=writes * elems * self.act_b, dtype=self.prec.activations,
+                      count=count)
+
+    def collective(self, layer: str, op: str, family: str, message_bytes: float, group: int,
+                   count: int) -> None:
+        if group > 1 and message_bytes > 0:
+            self.rows.add(layer, op, family, self.phase, m=message_bytes, n=group,
+                          bytes_read=message_bytes, dtype=self.prec.activations, count=count)
+
+
+def _attention(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool = True,
+               cross: bool = False) -> None:
+    """Prefill and decode attention rows, plus the KV-cache write."""
+    m = c.model
+    mla = m.mla
+    window = None if cross else m.sliding_window
+    groups = []
+    if batch.prefill_tokens:
+        new = np.asarray(batch.prefill_tokens, dtype=float)
+        ctx = np.full_like(new, batch.encoder_tokens) if cross else batch.context()
+        keys = ctx if cross else new + ctx
+        pairs = new * ctx if cross else attended_keys(new, ctx, window, causal)
+        groups.append(("attn_prefill", new, keys, pairs))
+    if batch.decode_context:
+        ctx = np.asarray(batch.decode_context, dtype=float)
+        if cross:
+            ctx = np.full_like(ctx, batch.encoder_tokens)
+        keys = np.minimum(ctx, window) if window else ctx
+        groups.append(("attn_decode", np.ones_like(ctx), keys, keys))
+    for family, new, keys, pairs in groups:
+        absorbed = mla is not None and family == "attn_decode"
+        if absorbed:  # DeepSeek-V2 weight absorption: attend in the latent space (MQA)
+            d_qk, d_v = mla.kv_lora_rank + mla.qk_rope_head_dim, mla.kv_lora_rank
+            kv_bytes_per_key = (mla.kv_lora_rank + mla.qk_rope_head_dim) * c.kv_b
+        elif mla:
+            d_qk, d_v = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+            kv_bytes_per_key = c.heads * (d_qk + d_v) * c.act_b
+        else:
+            d_qk = d_v = m.head_dim
+            kv_bytes_per_key = c.kv_heads * 2 * m.head_dim * c.kv_b
+        seqs, q_tokens = len(new), float(new.sum())
+        c.rows.add(
+            layer, "cross_attn" if cross else "attn", family, c.phase, b=seqs * c.heads,
+            m=q_tokens / seqs, n=float(keys.mean()), k=d_qk,
+            flops=2.0 * c.heads * (d_qk + d_v) * float(pairs.sum()),
+            bytes_read=q_tokens * c.heads * d_qk * c.act_b + float(keys.sum()) * kv_bytes_per_key,
+            bytes_written=q_tokens * c.heads * d_v * c.act_b, dtype=c.prec.attention_math,
+            count=count)
+    if not cross and m.kind != "encoder":  # encoders keep no KV cache
+        new_tokens = batch.num_tokens
+        per_token = m.kv_cache_elements_per_token() if mla else c.kv_heads * 2 * m.head_dim
+        c.rows.add(layer, "kv_write", "kv_write", c.phase, m=new_tokens, n=per_token,
+                   bytes_read=new_tokens * per_token * c.act_b,
+                   bytes_written=new_tokens * per_token * c.kv_b, dtype=c.prec.kv_cache,
+                   count=count)
+
+
+def _attention_block(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool) -> None:
+    m, tp, t = c.model, c.plan.tp, batch.num_tokens
+    h = m.hidden_size
+    c.vector(layer, "input_norm", "norm", t, h, reads=1, writes=1, count=count, flops_per_elem=4)
+    if m.mla:
+        mla = m.mla
+        q_in = h
+        if mla.q_lora_rank:
+            c.gemm(layer, "q_a_proj", t, mla.q_lora_rank, h, count)
+            q_in = mla.q_lora_rank
+        c.gemm(layer, "q_b_proj" if mla.q_lora_rank else "q_proj", t, m.q_dim / tp, q_in, count)
+        c.gemm(layer, "kv_a_proj", t, mla.kv_lora_rank + mla.qk_rope_head_dim, h, count)
+        if batch.prefill_tokens:  # prefill expands the latent into per-head K and V
+            pt = float(sum(batch.prefill_tokens))
+            c.gemm(layer, "kv_b_proj", pt, c.heads * (mla.qk_nope_head_dim + mla.v_head_dim),
+                   mla.kv_lora_rank, count)
+        if batch.decode_context:  # decode absorbs W_UK into q and W_UV after attention
+            dt = float(len(batch.decode_context))
+            c.gemm(layer, "q_absorb", dt * c.heads, mla.kv_lora_rank, mla.qk_nope_head_dim,
+                   count, groups=c.heads)
+            c.gemm(layer, "v_absorb", dt * c.heads, mla.v_head_dim, mla.kv_lora_rank, count,
+                   groups=c.heads)
+    else:
+        c.gemm(layer, "qkv_proj", t, c.heads * m.head_dim + 2 * c.kv_heads * m.head_dim, h,
+               count)
+    if m.position == "rope":
+        width = c.heads * m.head_dim + c.kv_heads * m.head_dim
+        c.vector(layer, "rope", "rope", t, width, reads=1, writes=1, count=count,
+                 flops_per_elem=3)
+    _attention(c, layer, batch, count, causal=causal)
+    c.gemm(layer, "o_proj", t, h, m.attn_out_dim / tp, count)
+    c.collective(layer, "attn_allreduce", "allreduce", t * h * c.act_b, tp, count)
+    c.vector(layer, "attn_residual", "elementwise", t, h, reads=2, writes=1, count=count)
+
+
+def _ffn(c: _Ctx, layer: str, op: str, tokens: float, inter: float, count: int,
+         groups: float = 1) -> None:
+    m = c.model
+    up = 2 * inter if m.gated_mlp else inter
+    c.gemm(layer, f"{op}_up_proj", tokens, up, m.hidden_size, count, groups)
+    c.vector(layer, f"{op}_act", "activation", tokens, inter, reads=2 if m.gated_mlp else 1,
+             writes=1, count=count, flops_per_elem=8)
+    c.gemm(layer, f"{op}_down_proj", tokens, m.hidden_size, inter, count, groups)
+
+
+def _moe(c: _Ctx, layer: str, tokens: int, count: int) -> None:
+    m, moe, plan = c.model, c.model.moe, c.plan
+    h = m.hidden_size
+    c.gemm(layer, "router", tokens, moe.num_experts, h, count)
+    local_experts = moe.num_experts / plan.ep
+    routed = tokens * moe.experts_per_token / plan.ep
+    inter = moe.expert_intermediate_size / (plan.tp if plan.ep == 1 else 1)
+    # Expected experts that receive at least one of the batch's routed tokens (uniform routing).
+    hit = 1.0 - (1.0 - moe.experts_per_token / moe.num_experts) ** tokens
+    active = max(local_experts * hit, 1.0)
+    dispatch = tokens * moe.experts_per_token * h * c.act_b  # (ep-1)/ep of it leaves the GPU
+    c.collective(layer, "moe_dispatch", "alltoall", dispatch, plan.ep, count)
+    _ffn(c, layer, "expert", routed, inter, count, groups=active)
+    c.collective(layer, "moe_combine", "alltoall", dispatch, plan.ep, count)
+    if moe.num_shared_experts:
+        _ffn(c, layer, "shared", tokens, moe.num_shared_experts * moe.expert_intermediate_size
+             / plan.tp, count)
+
+
+def _decoder_layers(c: _Ctx, batch: Batch, causal: bool) -> None:
+    m, t = c.model, batch.num_tokens
+    n_moe = m.num_moe_layers
+    for layer, count, moe in (("layer", m.num_layers - n_moe, False),
+                              ("moe_layer", n_moe, True)):
+        if count == 0:
+            continue
+        _attention_block(c, layer, batch, count, causal)
+        if m.kind == "encoder-decoder":
+            _cross_attention(c, layer, batch, count)
+        c.vector(layer, "post_attn_norm", "norm", t, m.hidden_size, reads=1, writes=1,
+                 count=count, flops_per_elem=4)
+        if moe:
+            _moe(c, layer, t, count)
+        else:
+            _ffn(c, layer, "mlp", t, m.intermediate_size / c.plan.tp, count)
+        if not moe or c.plan.ep == 1:
+            c.collective(layer, "mlp_allreduce", "allreduce", t * m.hidden_size * c.act_b,
+                         c.plan.tp, count)
+        c.vector(layer, "mlp_residual", "elementwise", t, m.hidden_size, reads=2, writes=1,
+                 count=count)
+
+
+def _cross_attention(c: _Ctx, layer: str, batch: Batch, count: int) -> None:
+    m, t = c.model, batch.num_tokens
+    c.gemm(layer, "cross_q_proj", t, c.heads * m.head_dim, m.hidden_size, count)
+    _attention(c, layer, batch, count, cross=True)
+    c.gemm(layer, "cross_o_proj", t, m.hidden_size, c.heads * m.head_dim, count)
+    c.collective(layer, "cross_allreduce", "allreduce", t * m.hidden_size * c.act_b, c.plan.tp,
+                 count)
+
+
+def _encoder(c: _Ctx, batch: Batch) -> None:
+    """The encoder stack of an encoder-decoder model, over the prompt (prefill only)."""
+    m = c.model
+    enc = Batch(prefill_tokens=batch.prefill_tokens)
+    plain = m.model_copy(update={"kind": "encoder", "num_layers": m.num_encoder_layers})
+    start = len(c.rows.rows)
+    _decoder_layers(_Ctx(plain, c.prec, c.plan, c.rows, c.phase), enc, causal=False)
+    for row in c.rows.rows[start:]:
+        row["layer"] = "encoder_" + row["layer"]
+    t = float(sum(batch.prefill_tokens))
+    c.gemm("decoder_cross_kv", "cross_kv_proj", t, 2 * c.heads * m.head_dim, m.hidden_size,
+           m.num_layers)
+
+
+def step_ops(model: ModelSpec, batch: Batch, precision: Precision | None = None,
+             plan: ParallelPlan | None = None, phase: str | None = None,
+             all_logits: bool = False) -> pd.DataFrame:
+    """The operator table of one forward step of `batch` on one GPU of the TP group.
+
+    Logits are computed for the last token of each sequence (serving engines do this) unless
+    `all_logits` (training, scoring).
+    """
+    precision = precision or Precision()
+    plan = plan or ParallelPlan()
+    plan.check(model)
+    if phase is None:
+        phase = "mixed" if batch.prefill_tokens and batch.decode_context else (
+            "prefill" if batch.prefill_tokens else "decode")
+    c = _Ctx(model, precision, plan, OpRows(), phase)
+    h, t = model.hidden_size, batch.num_tokens
+    c.vector("embedding", "embed", "embedding", t, h, reads=1, writes=1, count=1, flops_per_elem=0)
+    c.collective("embedding", "embed_allreduce", "allreduce", t * h * c.act_b, plan.tp, 1)
+    if model.kind == "encoder-decoder" and batch.prefill_tokens:
+        _encoder(c, batch)
+        batch = Batch(decode_context=(1,) * batch.num_seqs, encoder_tokens=max(
+            batch.prefill_tokens))
+    _decoder_layers(c, batch, causal=model.kind != "encoder")
+    c.vector("head", "final_norm", "norm", t, h, reads=1, writes=1, count=1, flops_per_elem=4)
+    out = t if all_logits or model.kind == "encoder" else batch.num_seqs
+    c.gemm("head", "lm_head", out, model.vocab_size / plan.tp, h, 1)
+    c.rows.add("head", "sampling", "sampling", phase, m=out, n=model.vocab_size / plan.tp,
+               flops=5.0 * out * model.vocab_size / plan.tp,
+               bytes_read=4.0 * out * model.vocab_size / plan.tp, bytes_written=8.0 * out,
+               dtype="fp32", count=1)
+    return c.rows.frame()

@@ -1,0 +1,162 @@
+"""The shipped catalogs: GPUs, cluster presets and model configs, looked up by forgiving names."""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from perfcast.errors import InputError, close_matches
+from perfcast.specs._cluster import Cluster, Link, LinkKind
+from perfcast.specs._device import Device
+from perfcast.specs._model import ModelSpec
+
+__all__ = [
+    "cluster_for", "device_names", "get_cluster", "get_device", "get_model", "cluster_names",
+    "load_model_config", "model_entries", "model_names",
+]
+
+_DATA = resources.files("perfcast.specs") / "data"
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def _read_json(name: str) -> Any:
+    return json.loads((_DATA / name).read_text())
+
+
+def _resolve(kind: str, name: str, index: dict[str, str], names: list[str]) -> str:
+    hit = index.get(_key(name))
+    if hit is None:
+        hint = close_matches(name, names) or names[:8]
+        raise InputError(kind, f"unknown {kind} {name!r}; did you mean {', '.join(hint)}?",
+                         f"`perfcast {'hardware list' if kind == 'gpu' else 'models'}`")
+    return hit
+
+
+@cache
+def _devices() -> tuple[dict[str, Device], dict[str, str]]:
+    devices, index = {}, {}
+    for entry in _read_json("gpus.json")["devices"]:
+        device = Device(**entry["device"])
+        devices[device.name] = device
+        for alias in [device.name, *entry["aliases"]]:
+            index[_key(alias)] = device.name
+    return devices, index
+
+
+def device_names() -> list[str]:
+    return list(_devices()[0])
+
+
+def get_device(name: str) -> Device:
+    """A catalog GPU by name or alias (`h100-sxm`, `H100`, `NVIDIA H100 80GB HBM3`)."""
+    devices, index = _devices()
+    return devices[_resolve("gpu", name, index, list(devices))]
+
+
+@cache
+def _clusters() -> tuple[dict[str, dict], dict[str, str]]:
+    presets, index = {}, {}
+    for entry in _read_json("clusters.json")["clusters"]:
+        presets[entry["name"]] = entry
+        for alias in [entry["name"], *entry["aliases"]]:
+            index[_key(alias)] = entry["name"]
+    return presets, index
+
+
+def cluster_names() -> list[str]:
+    return list(_clusters()[0])
+
+
+def get_cluster(name: str, num_gpus: int | None = None) -> Cluster:
+    """A preset node type, scaled to enough nodes for `num_gpus`."""
+    presets, index = _clusters()
+    entry = dict(presets[_resolve("cluster", name, index, list(presets))])
+    per_node = entry["gpus_per_node"]
+    nodes = 1 if num_gpus is None else math.ceil(num_gpus / per_node)
+    return Cluster(
+        name=entry["name"], device=get_device(entry["device"]), gpus_per_node=per_node,
+        num_nodes=nodes, intra_node=Link(**entry["intra_node"]),
+        inter_node=Link(**entry["inter_node"]) if entry["inter_node"] else None,
+        sources=entry["sources"],
+    )
+
+
+def cluster_for(device: Device, num_gpus: int = 1) -> Cluster:
+    """The preset built from this GPU, or a generic box (8 per node, NVLink else PCIe)."""
+    presets, _ = _clusters()
+    for entry in presets.values():
+        if entry["device"] == device.name:
+            return get_cluster(entry["name"], num_gpus)
+    if device.nvlink_bandwidth_bps:
+        intra = Link(kind=LinkKind.NVLINK, bandwidth_bps=device.nvlink_bandwidth_bps,
+                     latency_s=2.5e-6)
+    else:
+        intra = Link(kind=LinkKind.PCIE, bandwidth_bps=device.pcie_bandwidth_bps or 16e9,
+                     latency_s=5e-6)
+    per_node = 8
+    return Cluster(
+        name=f"generic-{device.name}", device=device, gpus_per_node=per_node,
+        num_nodes=math.ceil(num_gpus / per_node), intra_node=intra,
+        inter_node=Link(kind=LinkKind.INFINIBAND, bandwidth_bps=25e9, latency_s=5e-6),
+        sources={"all": "generic box: device link bandwidth, HDR InfiniBand between nodes"},
+    )
+
+
+@cache
+def _model_index() -> tuple[dict[str, dict], dict[str, str]]:
+    entries, index = {}, {}
+    for entry in _read_json("models/index.json")["models"]:
+        entries[entry["name"]] = entry
+        for alias in [entry["name"], *entry.get("aliases", [])]:
+            index[_key(alias)] = entry["name"]
+    return entries, index
+
+
+def model_names() -> list[str]:
+    return list(_model_index()[0])
+
+
+def model_entries() -> list[dict]:
+    """Catalog rows: name, hf_id, aliases, params_b, source."""
+    return list(_model_index()[0].values())
+
+
+def load_model_config(name: str) -> dict[str, Any]:
+    """The shipped config.json of a catalog model."""
+    entries, index = _model_index()
+    canonical = _resolve("model", name, index, list(entries))
+    return json.loads((_DATA / "models" / canonical / "config.json").read_text())
+
+
+def get_model(name: str | None = None, config_path: str | Path | None = None) -> ModelSpec:
+    """A ModelSpec from a catalog name or from any HF config.json file."""
+    if (name is None) == (config_path is None):
+        raise InputError("model", "give exactly one of --model or --model-config",
+                         "a catalog name or a config.json path")
+    if config_path is not None:
+        path = Path(config_path)
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError("model_config", f"cannot read {path}: {exc}",
+                             "a readable HF config.json") from None
+        label = path.parent.name if path.name == "config.json" else path.stem
+    else:
+        entries, index = _model_index()
+        label = _resolve("model", name, index, list(entries))
+        config = load_model_config(label)
+    try:
+        return ModelSpec.from_hf_config(config, name=label)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        raise InputError(f"model_config.{field}", err["msg"]) from None

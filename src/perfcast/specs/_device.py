@@ -1,0 +1,61 @@
+"""One accelerator's spec sheet: the numbers every cost model reads."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from perfcast.errors import InputError
+from perfcast.specs._dtype import DType
+
+__all__ = ["Device"]
+
+# Kernel families whose math runs on the vector units, not tensor cores, use this dtype's peak.
+VECTOR_DTYPE = DType.FP32
+
+
+class Device(BaseModel):
+    """A GPU (or CPU) as its vendor specifies it. SI units; dense (non-sparse) peaks."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    vendor: str
+    arch: str
+    sm_count: int = Field(gt=0, description="SMs (NVIDIA) or compute units (AMD)")
+    boost_clock_hz: float | None = Field(default=None, gt=0)
+    dense_peak_flops: dict[DType, float] = Field(
+        description="dense peak FLOP/s (OP/s for int) per math dtype"
+    )
+    hbm_capacity_bytes: float = Field(gt=0)
+    hbm_bandwidth_bps: float = Field(gt=0, description="device-memory bandwidth, bytes/s")
+    l2_bytes: float | None = Field(default=None, gt=0)
+    smem_per_sm_bytes: float | None = Field(default=None, gt=0)
+    tdp_w: float | None = Field(default=None, gt=0)
+    nvlink_bandwidth_bps: float | None = Field(
+        default=None, gt=0, description="GPU-to-GPU link bandwidth per direction, bytes/s"
+    )
+    pcie_bandwidth_bps: float | None = Field(default=None, gt=0)
+    kernel_launch_overhead_s: float = Field(default=4e-6, ge=0)
+    sources: dict[str, str] = Field(default_factory=dict, description="field -> where it came from")
+
+    @field_validator("dense_peak_flops")
+    @classmethod
+    def _positive_peaks(cls, peaks: dict[DType, float]) -> dict[DType, float]:
+        if not peaks:
+            raise ValueError("at least one dtype peak is required")
+        for dtype, flops in peaks.items():
+            if not flops > 0:
+                raise ValueError(f"peak for {dtype} must be > 0, got {flops}")
+        return peaks
+
+    @property
+    def dtypes(self) -> list[str]:
+        """The math dtypes this device has a peak for."""
+        return [d.value for d in DType if d in self.dense_peak_flops]
+
+    def peak_flops(self, dtype: DType | str, field: str = "dtype") -> float:
+        """Dense peak FLOP/s for a math dtype; an InputError when the device has none."""
+        dtype = DType(dtype)
+        if dtype not in self.dense_peak_flops:
+            raise InputError(field, f"{self.name} has no {dtype.value} peak", self.dtypes)
+        return self.dense_peak_flops[dtype]

@@ -1,0 +1,122 @@
+"""Map a HuggingFace config.json onto ModelSpec fields, across the common model_type dialects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfcast.errors import InputError
+
+__all__ = ["spec_fields"]
+
+_GATED_TYPES = {
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2",
+    "deepseek_v3", "gemma", "gemma2", "phi3", "internlm", "internlm2", "olmo", "olmo2",
+}
+_ENCODER_TYPES = {"bert", "roberta", "deberta", "deberta-v2", "electra"}
+
+
+def _first(config: dict[str, Any], *keys: str, default: Any = None, required: bool = True) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    if default is None and required:
+        raise InputError(
+            "model_config", f"config.json has none of the keys {', '.join(keys)}",
+            "a HuggingFace config.json of a transformer"
+        )
+    return default
+
+
+def _moe_fields(config: dict[str, Any], intermediate: int) -> dict[str, Any] | None:
+    experts = _first(config, "n_routed_experts", "num_local_experts", "num_experts",
+                     required=False)
+    if not experts or experts <= 1:
+        return None
+    return {
+        "num_experts": experts,
+        "experts_per_token": _first(config, "num_experts_per_tok", "moe_top_k", default=1),
+        "expert_intermediate_size": _first(config, "moe_intermediate_size", default=intermediate),
+        "num_shared_experts": _first(config, "n_shared_experts", default=0, required=False),
+        "first_dense_layers": _first(config, "first_k_dense_replace", default=0, required=False),
+        "layer_freq": _first(config, "moe_layer_freq", "decoder_sparse_step", default=1),
+    }
+
+
+def _mla_fields(config: dict[str, Any]) -> dict[str, Any] | None:
+    if not config.get("kv_lora_rank"):
+        return None
+    return {k: config.get(k) for k in (
+        "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+
+
+def _switch_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """Switch Transformers (T5 dialect): encoder-decoder with top-1 experts every n-th layer."""
+    d_ff = config["d_ff"]
+    return {
+        "kind": "encoder-decoder",
+        "hidden_size": config["d_model"],
+        "num_layers": config.get("num_decoder_layers") or config["num_layers"],
+        "num_encoder_layers": config["num_layers"],
+        "num_heads": config["num_heads"],
+        "num_kv_heads": config["num_heads"],
+        "head_dim": config["d_kv"],
+        "intermediate_size": d_ff,
+        "vocab_size": config["vocab_size"],
+        "gated_mlp": bool(config.get("is_gated_act", False)),
+        "activation": config.get("dense_act_fn", "relu"),
+        "norm": "rmsnorm",  # T5LayerNorm is a scale-only RMS norm
+        "position": "relative",
+        "tied_embeddings": config.get("tie_word_embeddings", True),
+        "moe": {
+            "num_experts": config["num_experts"],
+            "experts_per_token": 1,
+            "expert_intermediate_size": d_ff,
+            "layer_freq": config.get("decoder_sparse_step", 2),
+        },
+    }
+
+
+def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """ModelSpec keyword arguments from a parsed config.json."""
+    if "text_config" in config and "hidden_size" not in config:  # LLaVA-style wrappers
+        config = config["text_config"]
+    model_type = str(config.get("model_type", "")).lower()
+    if model_type == "switch_transformers":
+        return _switch_fields(config)
+
+    hidden = _first(config, "hidden_size", "n_embd", "d_model")
+    heads = _first(config, "num_attention_heads", "n_head", "num_heads")
+    kv_heads = _first(config, "num_key_value_heads", "multi_query_group_num", default=heads)
+    if config.get("multi_query"):
+        kv_heads = 1
+    intermediate = _first(config, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden)
+    act = str(_first(config, "hidden_act", "activation_function", default="gelu"))
+    mla = _mla_fields(config)
+    head_dim = _first(config, "head_dim", default=hidden // heads)
+    if mla:
+        head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+    is_gpt2_like = model_type in {"gpt2", "opt", "gpt_neox", "gptj"} or model_type in _ENCODER_TYPES
+    use_sliding = config.get("use_sliding_window", True)
+    return {
+        "kind": "encoder" if model_type in _ENCODER_TYPES else "decoder",
+        "hidden_size": hidden,
+        "num_layers": _first(config, "num_hidden_layers", "n_layer", "num_layers"),
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "intermediate_size": intermediate,
+        "vocab_size": config["vocab_size"],
+        "max_position_embeddings": _first(
+            config, "max_position_embeddings", "n_positions", default=0, required=False) or None,
+        "gated_mlp": model_type in _GATED_TYPES or (
+            not is_gpt2_like and act in {"silu", "swiglu"}),
+        "activation": act,
+        "norm": "rmsnorm" if "rms_norm_eps" in config else "layernorm",
+        "position": "learned" if is_gpt2_like and model_type != "gpt_neox" else "rope",
+        "tied_embeddings": bool(config.get(
+            "tie_word_embeddings", model_type in {"gpt2", "opt"} or model_type in _ENCODER_TYPES)),
+        "sliding_window": config.get("sliding_window") if use_sliding else None,
+        "attention_bias": bool(config.get("attention_bias", model_type in {"qwen2", "gpt2"})),
+        "moe": _moe_fields(config, intermediate),
+        "mla": mla,
+    }

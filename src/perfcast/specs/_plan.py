@@ -1,0 +1,73 @@
+"""How a model is split across GPUs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from perfcast.errors import InputError
+from perfcast.specs._model import ModelSpec
+
+__all__ = ["ParallelPlan", "PipelineSchedule"]
+
+
+class PipelineSchedule(StrEnum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved-1f1b"
+
+
+class ParallelPlan(BaseModel):
+    """Degrees of each parallelism dimension plus ZeRO and pipeline settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    dp: int = Field(default=1, gt=0)
+    ep: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    sp: bool = Field(default=False, description="Megatron sequence parallelism within the TP group")
+    zero_stage: int = Field(default=0, ge=0, le=3)
+    micro_batches: int = Field(default=1, gt=0)
+    schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    virtual_stages: int = Field(default=1, gt=0, description="model chunks per stage (interleaved)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ParallelPlan:
+        if self.sp and self.tp == 1:
+            raise ValueError("sp (sequence parallelism) needs tp > 1")
+        if self.virtual_stages > 1 and self.schedule != PipelineSchedule.INTERLEAVED:
+            raise ValueError("virtual_stages > 1 needs schedule 'interleaved-1f1b'")
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs used; EP reuses the DP x TP ranks (Megatron convention), so it adds none."""
+        return self.tp * self.pp * self.dp * self.cp
+
+    def check(self, model: ModelSpec) -> None:
+        """Raise an InputError when the plan cannot split this model."""
+        _divides("tp", self.tp, model.num_heads, "num_attention_heads")
+        if model.num_kv_heads >= self.tp:
+            _divides("tp", self.tp, model.num_kv_heads, "num_key_value_heads")
+        elif self.tp % model.num_kv_heads:
+            raise InputError("tp", f"{self.tp} must be a multiple of num_key_value_heads "
+                             f"({model.num_kv_heads}) when larger", _divisors(model.num_heads))
+        if self.pp > model.num_layers:
+            raise InputError("pp", f"{self.pp} exceeds the model's {model.num_layers} layers",
+                             f"1..{model.num_layers}")
+        if self.ep > 1:
+            if model.moe is None:
+                raise InputError("ep", f"{model.name} has no experts", "1")
+            _divides("ep", self.ep, model.moe.num_experts, "num_experts")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _divides(field: str, degree: int, size: int, what: str) -> None:
+    if size % degree:
+        raise InputError(field, f"{degree} does not divide {what} ({size})", _divisors(size))

@@ -1,0 +1,58 @@
+"""Number formats of weights, activations and KV cache, and the math dtype they imply."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from perfcast.specs._dtype import DType
+
+__all__ = ["Precision"]
+
+_ACTIVATION_DTYPES = (DType.FP32, DType.FP16, DType.BF16, DType.FP8, DType.INT8, DType.FP4)
+_HIGH = (DType.FP32, DType.FP16, DType.BF16)
+
+
+class Precision(BaseModel):
+    """Storage formats. Weight-only quantisation (int4/int8 weights, 16-bit activations) is
+    expressed by a narrower `weights` than `activations`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    weights: DType = DType.BF16
+    activations: DType = DType.BF16
+    kv_cache: DType = DType.BF16
+
+    @field_validator("activations")
+    @classmethod
+    def _activation_formats(cls, value: DType) -> DType:
+        if value not in _ACTIVATION_DTYPES:
+            allowed = ", ".join(d.value for d in _ACTIVATION_DTYPES)
+            raise ValueError(f"activations cannot be {value.value} (allowed: {allowed})")
+        return value
+
+    @model_validator(mode="after")
+    def _low_precision_pairs(self) -> Precision:
+        low_act = self.activations not in _HIGH
+        if low_act and self.weights != self.activations:
+            raise ValueError(
+                f"{self.activations.value} activations need {self.activations.value} weights "
+                f"(got weights={self.weights.value})"
+            )
+        return self
+
+    @classmethod
+    def uniform(cls, dtype: DType | str) -> Precision:
+        dtype = DType(dtype)
+        return cls(weights=dtype, activations=dtype, kv_cache=dtype)
+
+    @property
+    def gemm_math(self) -> DType:
+        """Tensor-core dtype of a weight GEMM: W8A8/W4A4 use the narrow roof, weight-only does not."""
+        return self.activations
+
+    @property
+    def attention_math(self) -> DType:
+        """Attention runs in 16-bit unless both activations and KV are fp8 (FA3-style fp8)."""
+        if self.activations == DType.FP8 and self.kv_cache == DType.FP8:
+            return DType.FP8
+        return self.activations if self.activations in _HIGH else DType.BF16

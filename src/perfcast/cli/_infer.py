@@ -92,7 +92,8 @@ def infer(
     dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.")] = "bf16",
     weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4 for W4A16.")] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: --dtype).")] = None,
-    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = Execution.CUDA_GRAPH,
+    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = (
+        Execution.CUDA_GRAPH),
     host: Annotated[str, typer.Option(help=f"Host overhead: {', '.join(HOST_PROFILES)}.")] = (
         "vllm-v0"),
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -102,10 +103,7 @@ def infer(
         raise InputError("gpu", "give exactly one of --gpu or --cluster", "see `hardware list`")
     spec = get_model(model, model_config)
     plan = _plan(tp, num_gpus)
-    if cluster:
-        box = get_cluster(cluster, plan.tp)
-    else:
-        box = cluster_for(get_device(gpu), plan.tp)
+    box = get_cluster(cluster, plan.tp) if cluster else cluster_for(get_device(gpu), plan.tp)
     precision = _precision(dtype, kv_dtype, weight_dtype)
     forecast = forecast_inference(
         spec, box, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens,

@@ -15,11 +15,12 @@ __all__ = [
     "roofline_times", "wave_quantization",
 ]
 
-# Output tile (rows x cols) per family for counting thread blocks: CUTLASS/cuBLAS default GEMM
-# tiles are 128x128 (64x128 for skinny M); FlashAttention-2 uses 128-query blocks; split-KV
-# decode (FlashDecoding) splits each sequence's keys into 256-key chunks; vector kernels handle
-# 1024 threads x 4 elements per block.
-_GEMM_TILE_N = 128.0
+# Thread-block output tiles. GEMM: the CUTLASS/cuBLAS tile shapes a heuristic picks from;
+# FlashAttention-2 uses 128-query blocks; split-KV decode (FlashDecoding) splits each sequence's
+# keys into 256-key chunks; vector kernels handle 1024 threads x 4 elements per block.
+_GEMM_TILES = ((64.0, 64.0), (64.0, 128.0), (128.0, 128.0), (128.0, 256.0))
+_SPLIT_K = (1.0, 2.0, 4.0, 8.0, 16.0)  # cuBLAS/CUTLASS split-K slices for few-tile GEMMs
+_K_STEP = 64.0  # main-loop depth per iteration
 _ATTN_Q_BLOCK = 128.0
 _DECODE_KEY_SPLIT = 256.0
 _VECTOR_BLOCK_ELEMS = 4096.0
@@ -59,23 +60,41 @@ def peak_flops(dtypes: pd.Series | np.ndarray, families: pd.Series | np.ndarray,
     return out
 
 
-def _tiles(ops: pd.DataFrame) -> np.ndarray:
-    fam = ops["family"].to_numpy(dtype=object)
-    b, m, n = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n"))
-    gemm_tile_m = np.where(m >= 128, 128.0, 64.0)
-    tiles = np.ceil(np.maximum(m * n, 1.0) / _VECTOR_BLOCK_ELEMS)
-    tiles = np.where(fam == "gemm", b * np.ceil(m / gemm_tile_m) * np.ceil(n / _GEMM_TILE_N),
-                     tiles)
-    tiles = np.where(fam == "attn_prefill", b * np.ceil(m / _ATTN_Q_BLOCK), tiles)
-    tiles = np.where(fam == "attn_decode", b * np.ceil(n / _DECODE_KEY_SPLIT), tiles)
-    return np.maximum(tiles, 1.0)
+def _waves(tiles: np.ndarray, sms: float) -> np.ndarray:
+    return np.ceil(np.maximum(tiles, 1.0) / sms) * sms
+
+
+def _gemm_quantization(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray,
+                       sms: float) -> np.ndarray:
+    """Padded work / real work for the best (tile, split-K) choice: whole tiles, whole 64-deep
+    k-steps, whole waves. Each candidate's padded work only grows with m, n and k, so the
+    minimum over them does too: a bigger GEMM is never forecast faster."""
+    best = np.full(len(m), np.inf)
+    real = np.maximum(m * n * k, 1.0)
+    for tm, tn in _GEMM_TILES:
+        tiles = b * np.ceil(m / tm) * np.ceil(n / tn)
+        for split in _SPLIT_K:
+            k_steps = np.ceil(np.maximum(k, 1.0) / (split * _K_STEP)) * _K_STEP
+            padded = _waves(tiles * split, sms) * tm * tn * k_steps
+            best = np.minimum(best, padded / (b * real))
+    return best
 
 
 def wave_quantization(ops: pd.DataFrame, device: Device) -> np.ndarray:
-    """u = ceil(tiles / N_SM) * N_SM / tiles >= 1: idle SM slots in the last wave."""
-    tiles = _tiles(ops)
+    """u >= 1: compute slots lost to partial tiles and to idle SMs in the last wave,
+    u = ceil(tiles / N_SM) * N_SM / tiles (times tile padding for GEMMs)."""
+    fam = ops["family"].to_numpy(dtype=object)
+    b, m, n, k = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n", "k"))
     sms = float(device.sm_count)
-    return np.ceil(tiles / sms) * sms / tiles
+    tiles = np.ceil(np.maximum(m * n, 1.0) / _VECTOR_BLOCK_ELEMS)
+    tiles = np.where(fam == "attn_prefill", b * np.ceil(m / _ATTN_Q_BLOCK), tiles)
+    tiles = np.where(fam == "attn_decode", b * np.ceil(n / _DECODE_KEY_SPLIT), tiles)
+    tiles = np.maximum(tiles, 1.0)
+    u = _waves(tiles, sms) / tiles
+    gemm = fam == "gemm"
+    if gemm.any():
+        u[gemm] = _gemm_quantization(b[gemm], m[gemm], n[gemm], k[gemm], sms)
+    return u
 
 
 def roofline_times(ops: pd.DataFrame, device: Device, waves: bool = True) -> np.ndarray:

@@ -12,6 +12,12 @@ _GATED_TYPES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2",
     "deepseek_v3", "gemma", "gemma2", "phi3", "internlm", "internlm2", "olmo", "olmo2",
 }
+# transformers' LlamaConfig defaults (configuration_llama.py), for diff-serialised text_config.
+_TEXT_DEFAULTS = {"llama": {
+    "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "hidden_act": "silu", "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "vocab_size": 32000,
+}}
 _ENCODER_TYPES = {"bert", "roberta", "deberta", "deberta-v2", "electra"}
 
 
@@ -79,7 +85,9 @@ def _switch_fields(config: dict[str, Any]) -> dict[str, Any]:
 def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     """ModelSpec keyword arguments from a parsed config.json."""
     if "text_config" in config and "hidden_size" not in config:  # LLaVA-style wrappers
-        config = config["text_config"]
+        text = config["text_config"]
+        # HF serialises nested configs as a diff against the class defaults: restore them.
+        config = {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}
     model_type = str(config.get("model_type", "")).lower()
     if model_type == "switch_transformers":
         return _switch_fields(config)

@@ -112,7 +112,9 @@ class ModelSpec(BaseModel):
         h = self.hidden_size
         if self.mla:
             m = self.mla
-            q = h * self.q_dim if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank * self.q_dim
+            q = h * self.q_dim
+            if m.q_lora_rank is not None:
+                q = h * m.q_lora_rank + m.q_lora_rank * self.q_dim
             kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim)
             kv_up = m.kv_lora_rank * self.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
             return q + kv_down + kv_up + self.attn_out_dim * h
@@ -144,8 +146,10 @@ class ModelSpec(BaseModel):
 
     def total_params(self) -> int:
         layers = sum(self.layer_params(i) for i in range(self.num_layers))
-        enc = self.num_encoder_layers * (self.attention_params() + self.ffn_params())
-        return layers + enc + self.embedding_params() + self.lm_head_params()
+        if self.kind == "encoder-decoder":  # encoder stack, plus cross-attention per decoder layer
+            layers += sum(self.layer_params(i) for i in range(self.num_encoder_layers))
+            layers += self.num_layers * self.attention_params()
+        return layers + self.embedding_params() + self.lm_head_params()
 
     def active_params(self) -> int:
         """Parameters touched per token (MoE: only the top-k and shared experts)."""

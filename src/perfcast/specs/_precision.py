@@ -47,7 +47,8 @@ class Precision(BaseModel):
 
     @property
     def gemm_math(self) -> DType:
-        """Tensor-core dtype of a weight GEMM: W8A8/W4A4 use the narrow roof, weight-only does not."""
+        """Tensor-core dtype of a weight GEMM: W8A8/W4A4 use the narrow roof; weight-only
+        quantisation (W4A16) computes in the activation dtype."""
         return self.activations
 
     @property

@@ -1,0 +1,37 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfcast.comm import CollectiveModel, RingAlphaBeta, ring_traffic_factor
+from perfcast.errors import InputError
+from perfcast.specs import get_cluster
+
+
+def _t(kind, size, n, cluster):
+    return RingAlphaBeta().collective_times(np.array([kind]), np.array([size], dtype=float),
+                                            np.array([n]), cluster)[0]
+
+
+def test_ring_allreduce_moves_2_n_minus_1_over_n():
+    traffic, steps = ring_traffic_factor("allreduce", np.array([8.0]))
+    assert traffic[0] == pytest.approx(2 * 7 / 8) and steps[0] == 14
+
+
+@given(size=st.floats(1e6, 1e10), n=st.sampled_from([2, 4, 8]))
+def test_reduce_scatter_is_half_all_reduce(size, n):
+    box = get_cluster("dgx-h100")
+    assert _t("reducescatter", size, n, box) == pytest.approx(_t("allreduce", size, n, box) / 2)
+
+
+def test_crossing_nodes_uses_the_network():
+    box = get_cluster("dgx-h100", 16)
+    assert _t("allreduce", 1e9, 16, box) > 5 * _t("allreduce", 1e9, 8, box)
+
+
+def test_single_gpu_costs_nothing_and_unknown_kind_errors():
+    box = get_cluster("dgx-a100")
+    assert _t("allreduce", 1e9, 1, box) == 0
+    with pytest.raises(InputError, match="collective"):
+        _t("allscatter", 1e9, 2, box)
+    assert isinstance(RingAlphaBeta(), CollectiveModel)

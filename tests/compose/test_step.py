@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+
+from perfcast.compose import Execution, host_overhead_s, step_time
+from perfcast.errors import InputError
+from perfcast.ops import Batch, step_ops
+from perfcast.specs import ParallelPlan, get_cluster
+
+
+def test_breakdown_sums_to_step_time(llama7b, a100_box):
+    ops = step_ops(llama7b, Batch.decode(4, 700))
+    f = step_time(ops, a100_box, "eager", host_s=1e-3)
+    assert f.by("family")["total_s"].sum() == pytest.approx(f.time_s)
+    assert f.by("layer")["total_s"].sum() == pytest.approx(f.time_s)
+    assert f.time_s == pytest.approx(f.kernel_s + f.comm_s + f.launch_s + f.host_s)
+
+
+def test_cuda_graphs_remove_launch_overhead(llama7b, a100_box):
+    ops = step_ops(llama7b, Batch.decode(1, 100))
+    eager = step_time(ops, a100_box, Execution.EAGER)
+    graph = step_time(ops, a100_box, Execution.CUDA_GRAPH)
+    kernels = int(ops["count"][~ops["family"].isin(["allreduce"])].sum())
+    assert graph.launch_s == 0
+    assert eager.time_s - graph.time_s == pytest.approx(kernels * 4e-6)
+
+
+def test_tp_allreduce_priced_by_comm_model(llama7b):
+    box = get_cluster("dgx-a100", 4)
+    ops = step_ops(llama7b, Batch.prefill(1, 1024), plan=ParallelPlan(tp=4))
+    f = step_time(ops, box)
+    msg = 1024 * 4096 * 2
+    per = 6 * 2.5e-6 + 1.5 * msg / 300e9
+    assert f.comm_s == pytest.approx((2 * 32 + 1) * per)
+
+
+def test_bad_execution_mode(llama7b, a100_box):
+    with pytest.raises(InputError, match="execution"):
+        step_time(step_ops(llama7b, Batch.decode(1, 10)), a100_box, "graphs")
+
+
+def test_host_overhead_profiles():
+    assert host_overhead_s("none", 8, 1) == 0
+    one, many = host_overhead_s("vllm-v0", 1, 1), host_overhead_s("vllm-v0", 64, 1)
+    assert 0.5e-3 < one < many < 5e-3
+    assert host_overhead_s("vllm-v0", 8, 2) > host_overhead_s("vllm-v0", 8, 1)
+    with pytest.raises(InputError):
+        host_overhead_s("trt", 1, 1)
+
+
+def test_time_model_protocol_double(llama7b, a100_box):
+    class Constant:
+        def kernel_times(self, ops, device):
+            return np.full(len(ops), 1e-3)
+
+    ops = step_ops(llama7b, Batch.decode(1, 10))
+    f = step_time(ops, a100_box, time_model=Constant())
+    assert f.kernel_s == pytest.approx(1e-3 * ops["count"].sum())

@@ -63,7 +63,7 @@ def step_time(ops: pd.DataFrame, cluster: Cluster, execution: Execution | str = 
     comm_model = comm_model or RingAlphaBeta()
     device = cluster.device
     fam = ops["family"].to_numpy(dtype=object)
-    comm = np.isin(fam, list(COMM_FAMILIES))
+    comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
     times = time_model.kernel_times(ops, device)
     if comm.any():
         times = times.copy()

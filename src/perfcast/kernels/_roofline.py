@@ -47,17 +47,17 @@ class UnitEfficiency:
         return np.ones(len(ops))
 
 
-def peak_flops(dtypes: pd.Series | np.ndarray, families: pd.Series | np.ndarray,
-               device: Device) -> np.ndarray:
+def peak_flops(ops: pd.DataFrame, device: Device) -> np.ndarray:
     """Peak FLOP/s per row: tensor-core peak of the row's dtype for matmul families, the
-    vector (fp32) rate for the rest."""
-    dtypes = np.asarray(dtypes, dtype=object)
-    tensor = np.isin(np.asarray(families, dtype=object), list(TENSOR_FAMILIES))
+    vector (fp32) rate for the rest. Hash lookups, so 10^6 rows stay cheap."""
+    tensor = ops["family"].isin(TENSOR_FAMILIES).to_numpy()
+    peaks = {d.value: flops for d, flops in device.dense_peak_flops.items()}
+    per_dtype = ops["dtype"].map(peaks).to_numpy(dtype=float, na_value=np.nan)
+    missing = tensor & np.isnan(per_dtype)
+    if missing.any():
+        device.peak_flops(ops["dtype"].to_numpy()[missing][0])  # raises, naming the dtype
     vector_peak = device.dense_peak_flops.get(DType.FP32) or min(device.dense_peak_flops.values())
-    out = np.full(len(dtypes), vector_peak, dtype=float)
-    for dtype in np.unique(dtypes[tensor]):
-        out[tensor & (dtypes == dtype)] = device.peak_flops(dtype)
-    return out
+    return np.where(tensor, per_dtype, vector_peak)
 
 
 def _waves(tiles: np.ndarray, sms: float) -> np.ndarray:
@@ -83,15 +83,15 @@ def _gemm_quantization(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarra
 def wave_quantization(ops: pd.DataFrame, device: Device) -> np.ndarray:
     """u >= 1: compute slots lost to partial tiles and to idle SMs in the last wave,
     u = ceil(tiles / N_SM) * N_SM / tiles (times tile padding for GEMMs)."""
-    fam = ops["family"].to_numpy(dtype=object)
+    fam = ops["family"]
     b, m, n, k = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n", "k"))
     sms = float(device.sm_count)
     tiles = np.ceil(np.maximum(m * n, 1.0) / _VECTOR_BLOCK_ELEMS)
-    tiles = np.where(fam == "attn_prefill", b * np.ceil(m / _ATTN_Q_BLOCK), tiles)
-    tiles = np.where(fam == "attn_decode", b * np.ceil(n / _DECODE_KEY_SPLIT), tiles)
+    tiles = np.where((fam == "attn_prefill").to_numpy(), b * np.ceil(m / _ATTN_Q_BLOCK), tiles)
+    tiles = np.where((fam == "attn_decode").to_numpy(), b * np.ceil(n / _DECODE_KEY_SPLIT), tiles)
     tiles = np.maximum(tiles, 1.0)
     u = _waves(tiles, sms) / tiles
-    gemm = fam == "gemm"
+    gemm = (fam == "gemm").to_numpy()
     if gemm.any():
         u[gemm] = _gemm_quantization(b[gemm], m[gemm], n[gemm], k[gemm], sms)
     return u
@@ -100,7 +100,7 @@ def wave_quantization(ops: pd.DataFrame, device: Device) -> np.ndarray:
 def roofline_times(ops: pd.DataFrame, device: Device, waves: bool = True) -> np.ndarray:
     """max(FLOPs / peak x u, bytes / bandwidth) per row; the waves factor wastes compute
     slots only, since a partly idle GPU can still saturate memory bandwidth."""
-    compute = ops["flops"].to_numpy(dtype=float) / peak_flops(ops["dtype"], ops["family"], device)
+    compute = ops["flops"].to_numpy(dtype=float) / peak_flops(ops, device)
     if waves:
         compute = compute * wave_quantization(ops, device)
     traffic = ops["bytes_read"].to_numpy(dtype=float) + ops["bytes_written"].to_numpy(dtype=float)
@@ -117,5 +117,4 @@ class RooflineModel:
     def kernel_times(self, ops: pd.DataFrame, device: Device) -> np.ndarray:
         eta = np.clip(self.efficiency.eta(ops, device), 1e-6, 1.0)  # never beat the roofline
         times = roofline_times(ops, device, self.waves) / eta
-        comm = np.isin(ops["family"].to_numpy(dtype=object), list(COMM_FAMILIES))
-        return np.where(comm, 0.0, times)
+        return np.where(ops["family"].isin(COMM_FAMILIES).to_numpy(), 0.0, times)

@@ -1,0 +1,42 @@
+"""Speed of the hot paths. Run: `pytest benchmarks --benchmark-only` (not part of `pytest`).
+
+Targets (DESIGN.md "Fast"): pricing 10^6 op rows well under a second; one single-request
+forecast in tens of milliseconds.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfcast.compose import forecast_inference
+from perfcast.kernels import RooflineModel
+from perfcast.ops import Batch, step_ops
+from perfcast.specs import cluster_for, get_device, get_model
+
+
+@pytest.fixture(scope="module")
+def million_ops():
+    base = step_ops(get_model("llama-2-7b"), Batch(prefill_tokens=(512,), decode_context=(900,)))
+    reps = -(-1_000_000 // len(base))
+    ops = pd.concat([base] * reps, ignore_index=True).iloc[:1_000_000].copy()
+    rng = np.random.default_rng(0)
+    ops["m"] = ops["m"] * rng.integers(1, 64, len(ops))
+    ops["flops"] = ops["flops"] * rng.uniform(0.5, 2.0, len(ops))
+    return ops
+
+
+def test_price_one_million_ops(benchmark, million_ops):
+    device = get_device("h100-sxm")
+    times = benchmark(RooflineModel().kernel_times, million_ops, device)
+    assert len(times) == 1_000_000
+    assert benchmark.stats["mean"] < 1.0
+
+
+def test_build_step_ops(benchmark):
+    model = get_model("llama-3.1-70b")
+    benchmark(step_ops, model, Batch.decode(64, 2048))
+
+
+def test_single_request_forecast(benchmark):
+    model, box = get_model("llama-2-7b"), cluster_for(get_device("a100-sxm4-80gb"))
+    benchmark(forecast_inference, model, box, prompt_tokens=512, output_tokens=128)

@@ -1,0 +1,72 @@
+"""The package's shape: small public surfaces, and lower layers never import higher ones."""
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
+
+# Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
+RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "compose": 4,
+        "validate": 5, "cli": 9}
+
+PUBLIC = {
+    "perfcast.specs": {
+        "Cluster", "DType", "Device", "Link", "LinkKind", "MLASpec", "ModelSpec", "MoESpec",
+        "ParallelPlan", "PipelineSchedule", "Precision", "bytes_per_element", "cluster_for",
+        "cluster_names", "device_names", "get_cluster", "get_device", "get_model",
+        "load_model_config", "model_entries", "model_names", "parse_dtype"},
+    "perfcast.ops": {
+        "COLUMNS", "COMM_FAMILIES", "TENSOR_FAMILIES", "Batch", "MemoryFootprint",
+        "attended_keys", "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops",
+        "weight_bytes_per_gpu"},
+    "perfcast.kernels": {
+        "EfficiencyModel", "ExecutionTimeModel", "RooflineModel", "UnitEfficiency", "peak_flops",
+        "roofline_times", "wave_quantization"},
+    "perfcast.comm": {"COLLECTIVES", "CollectiveModel", "RingAlphaBeta", "ring_traffic_factor"},
+    "perfcast.compose": {
+        "HOST_PROFILES", "Execution", "InferenceForecast", "StepForecast", "forecast_inference",
+        "host_overhead_s", "step_time"},
+    "perfcast.validate": {"gemm_baseline", "gemm_ops", "load_gemm_slice"},
+    "perfcast.cli": {"app", "main"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(PUBLIC))
+def test_public_surface_is_pinned(package):
+    module = importlib.import_module(package)
+    assert set(module.__all__) == PUBLIC[package]
+    for name in module.__all__:
+        assert hasattr(module, name)
+
+
+def _imported_layers(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "perfcast" and len(parts) > 1:
+                yield parts[1]
+
+
+@pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_lower_layers_never_import_higher_ones(path):
+    rel = path.relative_to(SRC).parts
+    own = rel[0].removesuffix(".py") if len(rel) > 1 or rel[0] == "errors.py" else None
+    if own not in RANK:
+        return
+    for layer in _imported_layers(path):
+        if layer in RANK and layer != own:
+            assert RANK[layer] < RANK[own] or own == "cli", f"{path} imports perfcast.{layer}"
+
+
+def test_every_package_is_ranked():
+    packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages <= set(RANK)

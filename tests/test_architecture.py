@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
 
 # Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
 RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "compose": 4,
-        "validate": 5, "cli": 9}
+        "measure": 4, "validate": 5, "cli": 9}
 
 PUBLIC = {
     "perfcast.specs": {
@@ -23,13 +23,21 @@ PUBLIC = {
         "attended_keys", "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops",
         "weight_bytes_per_gpu"},
     "perfcast.kernels": {
-        "EfficiencyModel", "ExecutionTimeModel", "RooflineModel", "UnitEfficiency", "peak_flops",
-        "roofline_times", "wave_quantization"},
+        "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "Calibration",
+        "EfficiencyModel", "ExecutionTimeModel", "PhysicsModel", "RooflineModel",
+        "UnitEfficiency", "add_target_corrections", "fit_calibration", "measurement_ops",
+        "peak_flops", "roofline_times", "shipped_calibration", "wave_quantization"},
+    "perfcast.measure": {
+        "STORE_COLUMNS", "TIMING_METHODS", "check_measurements", "load_store",
+        "local_cpu_device", "query", "run_cpu_sweep", "run_gpu_sweep", "sample_per_group",
+        "to_ops"},
     "perfcast.comm": {"COLLECTIVES", "CollectiveModel", "RingAlphaBeta", "ring_traffic_factor"},
     "perfcast.compose": {
         "HOST_PROFILES", "Execution", "InferenceForecast", "StepForecast", "forecast_inference",
         "host_overhead_s", "step_time"},
-    "perfcast.validate": {"gemm_baseline", "gemm_ops", "load_gemm_slice"},
+    "perfcast.validate": {
+        "TARGETS", "KernelSplit", "gemm_baseline", "gemm_ops", "kernel_splits",
+        "load_gemm_slice", "summarise", "validate_kernels"},
     "perfcast.cli": {"app", "main"},
 }
 

@@ -1,5 +1,16 @@
-"""Seconds per operator on a device: roofline, wave quantisation and an efficiency hook."""
+"""Seconds per operator on a device: roofline, wave quantisation and fitted efficiency."""
 
+from perfcast.kernels._calibration import (
+    CROSS_GENERATION,
+    SCHEMA_VERSION,
+    TARGET_MEASURED,
+    Calibration,
+    PhysicsModel,
+    add_target_corrections,
+    fit_calibration,
+    measurement_ops,
+    shipped_calibration,
+)
 from perfcast.kernels._roofline import (
     EfficiencyModel,
     ExecutionTimeModel,
@@ -11,6 +22,8 @@ from perfcast.kernels._roofline import (
 )
 
 __all__ = [
-    "EfficiencyModel", "ExecutionTimeModel", "RooflineModel", "UnitEfficiency", "peak_flops",
-    "roofline_times", "wave_quantization",
+    "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "Calibration", "EfficiencyModel",
+    "ExecutionTimeModel", "PhysicsModel", "RooflineModel", "UnitEfficiency",
+    "add_target_corrections", "fit_calibration", "measurement_ops", "peak_flops",
+    "roofline_times", "shipped_calibration", "wave_quantization",
 ]

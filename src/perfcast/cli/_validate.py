@@ -1,0 +1,85 @@
+"""`perfcast validate kernels`: held-out per-kernel accuracy, three methods side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from perfcast.cli._common import emit_json, guarded
+from perfcast.errors import InputError
+from perfcast.measure import load_store
+from perfcast.validate import TARGETS, summarise, validate_kernels
+
+validate_app = typer.Typer(help="Accuracy against real measurements.", no_args_is_help=True)
+console = Console(stderr=True)
+SPLITS = ["generation", "neusight", "loo:aiconfigurator", "loo:neusight", "loo:vidur"]
+
+
+def _table(rows, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("split", "device", "group", "n", "roofline", "cross_generation",
+                "target_measured"):
+        table.add_column(col, justify="right" if col not in ("split", "device", "group")
+                         else "left")
+    wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
+                            values="mape").reset_index()
+    counts = rows.groupby(["split", "device", "group"])["n"].max()
+    for r in wide.itertuples(index=False):
+        d = r._asdict()
+        table.add_row(d["split"], d["device"], d["group"], str(counts[(d["split"], d["device"],
+                                                                        d["group"])]),
+                      *(f"{d.get(m, float('nan')):.1%}" for m in
+                        ("roofline", "cross_generation", "target_measured")))
+    return table
+
+
+def _markdown(rows, summary) -> str:
+    wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
+                            values=["mape", "p90_ape"]).round(4)
+    lines = ["# perfcast validate kernels", "",
+             f"Targets: cross-generation median MAPE over families <= "
+             f"{TARGETS['cross_generation_median_mape']:.0%} (splits generation, neusight); "
+             f"target-measured <= {TARGETS['target_measured_mape']:.0%}.", "",
+             "## Summary", "", summary.round(4).to_markdown(index=False), "",
+             "## Per device and family (MAPE, P90 APE)", "", wide.to_markdown(), ""]
+    return "\n".join(lines)
+
+
+@validate_app.command("kernels")
+@guarded
+def kernels(
+    split: Annotated[list[str] | None, typer.Option(help=f"Splits to run: {', '.join(SPLITS)}."
+                                                     )] = None,
+    quick: Annotated[bool, typer.Option(help="Subsample test rows (CI-sized run).")] = False,
+    out: Annotated[Path | None, typer.Option(help="Directory for kernels.md / kernels.csv.")
+                   ] = None,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured."""
+    chosen = split or ["generation", "neusight"]
+    for name in chosen:
+        if name not in SPLITS:
+            raise InputError("split", f"unknown split {name!r}", SPLITS)
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    rows = validate_kernels(load_store(), chosen, test_per_group=1500 if quick else None,
+                            train_per_group=1000 if quick else 2000, seed=seed,
+                            progress=lambda msg: console.print(f"[dim]fit/test {msg}[/dim]"))
+    summary = summarise(rows)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(out / "kernels.csv", index=False)
+        (out / "kernels.md").write_text(_markdown(rows, summary))
+    if json_out:
+        emit_json({"rows": rows.to_dict("records"), "summary": summary.to_dict("records"),
+                   "targets": TARGETS})
+        return
+    out_console = Console()
+    out_console.print(_table(rows, "Per-kernel MAPE on held-out devices"))
+    out_console.print(summary.round(4).to_string(index=False))
+    out_console.print(f"targets: {TARGETS}")

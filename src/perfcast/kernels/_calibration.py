@@ -1,0 +1,253 @@
+"""Fitted kernel-model parameters as plain JSON, and the model that forecasts with them.
+
+Two tiers per device: *cross-generation* (shared family parameters and shape residuals fitted
+on other devices, applied through this device's spec sheet) and *target-measured* (plus this
+device's own corrections fitted on a sample of its measurements)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcast.errors import InputError
+from perfcast.kernels._fit import fit_device_shifts, fit_family
+from perfcast.kernels._physics import (
+    FamilyParams,
+    Prepared,
+    concat_prepared,
+    evaluate,
+    prepare,
+    variants,
+)
+from perfcast.kernels._residual import NeighbourResidual, ResidualGrid, regime_bins
+from perfcast.kernels._roofline import roofline_times
+from perfcast.ops import COLUMNS, COMM_FAMILIES
+from perfcast.specs import Device, get_device
+
+__all__ = [
+    "CROSS_GENERATION", "Calibration", "PhysicsModel", "SCHEMA_VERSION", "TARGET_MEASURED",
+    "add_target_corrections", "fit_calibration", "measurement_ops", "shipped_calibration",
+]
+
+SCHEMA_VERSION = 1
+CROSS_GENERATION = "cross_generation"
+TARGET_MEASURED = "target_measured"
+# Op families without measurements of their own borrow a measured family's parameters.
+FALLBACK = {"kv_write": "elementwise", "rope": "elementwise", "embedding": "elementwise",
+            "sampling": "softmax", "moe": "gemm", "conv": "gemm"}
+# The measured kernel a forecast row of each family stands for when its op name was never
+# measured (TensorRT-LLM GEMM/attention, Vidur's fused serving kernels).
+DEFAULT_OP = {"gemm": "gemm", "attn_prefill": "attn", "attn_decode": "attn",
+              "norm": "input_layernorm", "activation": "mlp_act", "elementwise": "add",
+              "rope": "attn_rope", "embedding": "emb", "softmax": "softmax",
+              "kv_write": "add", "sampling": "softmax"}
+
+
+@dataclass
+class DeviceCorrection:
+    """One device x family x dtype: logit/fixed-time shifts and measured-shape residuals."""
+
+    shifts: list[float]
+    residual: NeighbourResidual
+    rows: int
+
+    def to_dict(self) -> dict:
+        return {"shifts": self.shifts, "residual": self.residual.to_dict(), "rows": self.rows}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DeviceCorrection:
+        return cls(shifts=data["shifts"], rows=data["rows"],
+                   residual=NeighbourResidual.from_dict(data["residual"]))
+
+
+@dataclass
+class Calibration:
+    """Family parameters, shared shape residuals and per-device corrections, with provenance."""
+
+    families: dict[str, FamilyParams]
+    residuals: dict[str, ResidualGrid] = field(default_factory=dict)
+    devices: dict[str, dict[str, DeviceCorrection]] = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+
+    def tier_for(self, device: str) -> str:
+        return TARGET_MEASURED if device in self.devices else CROSS_GENERATION
+
+    def to_json(self) -> str:
+        data = {
+            "schema_version": SCHEMA_VERSION, "provenance": self.provenance,
+            "families": {k: v.to_dict() for k, v in sorted(self.families.items())},
+            "residuals": {k: v.to_dict() for k, v in sorted(self.residuals.items())},
+            "devices": {d: {f: c.to_dict() for f, c in sorted(fams.items())}
+                        for d, fams in sorted(self.devices.items())},
+        }
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Calibration:
+        data = json.loads(text)
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise InputError("calibration.schema_version",
+                             f"got {data.get('schema_version')!r}", str(SCHEMA_VERSION))
+        return cls(
+            families={k: FamilyParams.from_dict(v) for k, v in data["families"].items()},
+            residuals={k: ResidualGrid.from_dict(v) for k, v in data["residuals"].items()},
+            devices={d: {f: DeviceCorrection.from_dict(c) for f, c in fams.items()}
+                     for d, fams in data["devices"].items()},
+            provenance=data["provenance"])
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        try:
+            return cls.from_json(Path(path).read_text())
+        except (OSError, json.JSONDecodeError, KeyError) as exc:
+            raise InputError("calibration", f"cannot read {path}: {exc}",
+                             "a file written by `perfcast calibrate`") from None
+
+    def merged_with(self, other: Calibration) -> Calibration:
+        """This calibration plus another's per-device corrections (a user's own devices)."""
+        devices = {**self.devices, **other.devices}
+        prov = {**self.provenance, "merged": other.provenance}
+        return Calibration(self.families, self.residuals, devices, prov)
+
+
+def measurement_ops(rows: pd.DataFrame) -> pd.DataFrame:
+    """Measurement-store rows as op-table rows (all traffic counted as bytes_read); the op
+    name carries the weight dtype when it differs (weight-only quantisation)."""
+    wdt = rows["weight_dtype"].astype(str)
+    op = rows["op"].astype(str) + np.where(wdt != rows["dtype"].astype(str), "/w" + wdt, "")
+    b = np.maximum(np.rint(rows["b"].fillna(1).to_numpy(dtype=float)), 1).astype("int64")
+    out = pd.DataFrame({
+        "layer": "bench", "op": op.to_numpy(), "family": rows["family"].astype(str).to_numpy(),
+        "phase": "bench", "b": b, "m": rows["m"].to_numpy(dtype=float),
+        "n": rows["n"].to_numpy(dtype=float), "k": rows["k"].fillna(0).to_numpy(dtype=float),
+        "flops": rows["flops"].to_numpy(dtype=float),
+        "bytes_read": rows["bytes"].to_numpy(dtype=float), "bytes_written": 0.0,
+        "dtype": rows["dtype"].astype(str).to_numpy(), "count": np.int64(1)})
+    return out[COLUMNS]
+
+
+def _resolve(name: str, devices: dict[str, Device] | None) -> Device:
+    return (devices or {}).get(name) or get_device(name)
+
+
+def _prepare_rows(rows: pd.DataFrame, devices: dict[str, Device] | None
+                  ) -> tuple[Prepared, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    parts, lat, grp, bins, dts = [], [], [], [], []
+    for name, part in rows.groupby("device", sort=True):
+        ops = measurement_ops(part)
+        parts.append(prepare(ops, _resolve(name, devices), part["timing"].to_numpy()))
+        lat.append(part["latency_s"].to_numpy(dtype=float))
+        grp.append(np.full(len(part), name, dtype=object))
+        bins.append(regime_bins(parts[-1].regime))
+        dts.append(variants(ops))
+    return (concat_prepared(parts), np.concatenate(lat), np.concatenate(grp),
+            np.concatenate(bins), np.concatenate(dts))
+
+
+def _rows_order(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows.sort_values("device", kind="stable")
+
+
+def fit_calibration(train: pd.DataFrame, target: pd.DataFrame | None = None,
+                    devices: dict[str, Device] | None = None,
+                    provenance: dict | None = None) -> Calibration:
+    """Fit family parameters and shared residuals on `train` rows (store schema); then, for
+    each device in `target`, its own corrections on those rows (the target-measured tier).
+    `devices` supplies specs for names outside the catalog (e.g. the local CPU)."""
+    comm = train["family"].isin(COMM_FAMILIES)
+    train = _rows_order(train[~comm])
+    families, residuals = {}, {}
+    for family, rows in train.groupby("family", sort=True):
+        prep, lat, grp, bins, dts = _prepare_rows(rows, devices)
+        power = len(set(grp)) > 2
+        params = fit_family(family, prep, lat, grp, power_feature=power)
+        families[family] = params
+        residuals[family] = ResidualGrid.fit(bins, dts, np.log(lat / evaluate(params, prep)))
+    cal = Calibration(families, residuals, {}, dict(provenance or {}))
+    return cal if target is None else add_target_corrections(cal, target, devices)
+
+
+def add_target_corrections(cal: Calibration, target: pd.DataFrame,
+                           devices: dict[str, Device] | None = None) -> Calibration:
+    """A copy of `cal` with per-device corrections fitted on `target` rows (store schema)."""
+    rows = _rows_order(target[~target["family"].isin(COMM_FAMILIES)])
+    own = _fit_targets(cal, rows, devices)
+    return Calibration(cal.families, cal.residuals, {**cal.devices, **own}, cal.provenance)
+
+
+def _fit_targets(cal: Calibration, target: pd.DataFrame, devices: dict[str, Device] | None
+                 ) -> dict[str, dict[str, DeviceCorrection]]:
+    """Per device x family x dtype: logit/fixed-time shifts, then a residual grid."""
+    out: dict[str, dict[str, DeviceCorrection]] = {}
+    for (name, family, dtype), rows in target.groupby(["device", "family", "dtype"], sort=True):
+        fam = family if family in cal.families else FALLBACK.get(family)
+        if fam not in cal.families:
+            continue
+        prep, lat, _, bins, dts = _prepare_rows(rows, devices)
+        params = cal.families[fam]
+        shared = np.exp(cal.residuals[fam].correction(bins, dts))
+        shifts = fit_device_shifts(params, prep, lat / shared)
+        modelled = evaluate(params, prep, shifts) * shared
+        near = NeighbourResidual.fit(measurement_ops(rows), np.log(lat / modelled))
+        out.setdefault(name, {})[f"{family}/{dtype}"] = DeviceCorrection(
+            shifts=[round(float(s), 8) for s in shifts], residual=near, rows=len(rows))
+    return out
+
+
+class PhysicsModel:
+    """ExecutionTimeModel backed by a Calibration; uses a device's own corrections when the
+    calibration has them (target-measured), else its spec sheet alone (cross-generation)."""
+
+    def __init__(self, calibration: Calibration):
+        self.calibration = calibration
+
+    def _canonical(self, part: pd.DataFrame, family: str, fam: str) -> pd.DataFrame:
+        """Rows whose op was never measured are priced as the family's default kernel."""
+        known = self.calibration.families[fam].fixed_s
+        keys = variants(part)
+        unknown = ~pd.Series(keys).isin(known).to_numpy()
+        if not unknown.any():
+            return part
+        part = part.copy()
+        default = DEFAULT_OP.get(family, DEFAULT_OP.get(fam, "gemm"))
+        part.loc[unknown, "op"] = default
+        return part
+
+    def tier(self, device: Device) -> str:
+        return self.calibration.tier_for(device.name)
+
+    def kernel_times(self, ops: pd.DataFrame, device: Device,
+                     timing: np.ndarray | None = None) -> np.ndarray:
+        timing = np.full(len(ops), "cuda_graph", dtype=object) if timing is None else timing
+        out = roofline_times(ops, device, waves=False)
+        groups = ops.groupby(["family", "dtype"], sort=True).indices
+        own = self.calibration.devices.get(device.name, {})
+        for (family, dtype), idx in groups.items():
+            fam = family if family in self.calibration.families else FALLBACK.get(family)
+            if family in COMM_FAMILIES or fam not in self.calibration.families:
+                continue
+            part = self._canonical(ops.iloc[idx], family, fam)
+            corr = own.get(f"{family}/{dtype}") or own.get(f"{fam}/{dtype}")
+            shifts = None if corr is None else np.asarray(corr.shifts)
+            prep = prepare(part, device, timing[idx])
+            bins, dts = regime_bins(prep.regime), prep.variant
+            t = evaluate(self.calibration.families[fam], prep, shifts)
+            log_fix = self.calibration.residuals[fam].correction(bins, dts)
+            if corr is not None:
+                log_fix = log_fix + corr.residual.correction(part)
+            out[idx] = np.maximum(t * np.exp(log_fix), out[idx])  # never beat the roofline
+        comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
+        return np.where(comm, 0.0, out)
+
+
+@cache
+def shipped_calibration() -> Calibration:
+    """The calibration fitted on the shipped measurement store (scripts/fit_calibration.py)."""
+    path = resources.files("perfcast.kernels") / "data" / "calibration.json"
+    return Calibration.from_json(path.read_text())

@@ -1,0 +1,112 @@
+"""Least-squares fits of the physical kernel model: shared (cross-generation) parameters of a
+family, and one device's own corrections (target-measured tier)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from perfcast.kernels._physics import FamilyParams, Prepared, evaluate
+
+__all__ = ["fit_device_shifts", "fit_family"]
+
+NO_LAUNCH_TIMINGS = ("cuda_graph", "kineto")  # timing methods that exclude launch cost
+_F_SCALE = 0.1  # soft-L1 knee in log-error units: rows off by more than ~10% count linearly
+
+
+def _weights(groups: np.ndarray) -> np.ndarray:
+    """Each group (device) carries the same total weight, whatever its row count."""
+    _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    return 1.0 / np.sqrt(counts[inverse])
+
+
+def _layout(prep: Prepared) -> tuple[list[str], list[str], bool]:
+    """Fixed-time keys (one per kernel variant), launch-time keys, whether fp32 SIMT is in."""
+    keys = sorted(set(prep.variant))
+    timings = sorted(set(prep.timing) - set(NO_LAUNCH_TIMINGS))
+    return keys, timings, bool(prep.simt.any())
+
+
+def _unpack(theta: np.ndarray, family: str, classes: list[str], timings: list[str],
+            has_simt: bool, base: FamilyParams) -> FamilyParams:
+    it = iter(theta)
+    intercept = {"tensor": next(it)}
+    if has_simt:
+        intercept["simt"] = next(it)
+    elif "simt" in base.compute_intercept:
+        intercept["simt"] = base.compute_intercept["simt"]
+    power, mem, bw = next(it), next(it), next(it)
+    fixed = {c: float(np.exp(next(it))) for c in classes}
+    fixed.update(_class_medians(fixed))
+    fixed["default"] = float(np.median([v for k, v in fixed.items() if "/" in k]))
+    launch = {**dict.fromkeys(NO_LAUNCH_TIMINGS, 0.0),
+              **{t: float(np.exp(next(it))) for t in timings}}
+    q = 1.0 + float(np.exp(next(it)))
+    return FamilyParams(family=family, compute_intercept={k: float(v) for k, v in
+                                                           intercept.items()},
+                        power_slope=float(power), memory_intercept=float(mem),
+                        bandwidth_slope=float(bw), fixed_s=fixed, launch_s=launch,
+                        smoothness=q)
+
+
+def _class_medians(fixed: dict[str, float]) -> dict[str, float]:
+    """Median fixed time per dtype class, for variants never measured."""
+    from perfcast.kernels._physics import _dtype_class
+
+    by_class: dict[str, list[float]] = {}
+    for key, value in fixed.items():
+        by_class.setdefault(_dtype_class(key.rsplit("/", 1)[-1]), []).append(value)
+    return {c: float(np.median(v)) for c, v in by_class.items()}
+
+
+def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.ndarray,
+               init: FamilyParams | None = None, power_feature: bool = True) -> FamilyParams:
+    """Fit a family's shared parameters by soft-L1 least squares on log(time), devices
+    weighted equally. `power_feature=False` pins the power slope at 0 (one device, or
+    devices too alike to identify it)."""
+    base = init or FamilyParams(family)
+    classes, timings, has_simt = _layout(prep)
+    theta0 = [base.compute_intercept.get("tensor", 1.5)]
+    if has_simt:
+        theta0.append(base.compute_intercept.get("simt", 1.5))
+    theta0 += [base.power_slope, base.memory_intercept, base.bandwidth_slope]
+    theta0 += [np.log(base.fixed_s.get(c, 3e-6)) for c in classes]
+    theta0 += [np.log(max(base.launch_s.get(t, 8e-6), 1e-7)) for t in timings]
+    theta0.append(np.log(max(base.smoothness - 1.0, 0.1)))
+    lower = np.full(len(theta0), -np.inf)
+    upper = np.full(len(theta0), np.inf)
+    power_at = 1 + int(has_simt)
+    if not power_feature:
+        lower[power_at], upper[power_at] = -1e-9, 1e-9
+        theta0[power_at] = 0.0
+    lower[power_at + 2], upper[power_at + 2] = -2.0, 2.0  # bandwidth slope stays mild
+    times = slice(power_at + 3, len(theta0) - 1)  # fixed and launch seconds, as logs
+    lower[times], upper[times] = np.log(1e-8), np.log(1e-2)
+    theta0 = list(np.clip(theta0, lower + 1e-9, upper - 1e-9))
+    lower[-1], upper[-1] = np.log(0.2), np.log(20.0)
+    w = _weights(groups)
+    log_meas = np.log(latency_s)
+
+    def residual(theta: np.ndarray) -> np.ndarray:
+        params = _unpack(theta, family, classes, timings, has_simt, base)
+        return w * (np.log(evaluate(params, prep)) - log_meas)
+
+    sol = least_squares(residual, np.asarray(theta0, dtype=float), bounds=(lower, upper),
+                        loss="soft_l1", f_scale=_F_SCALE * float(np.median(w)), max_nfev=400)
+    return _unpack(sol.x, family, classes, timings, has_simt, base)
+
+
+def fit_device_shifts(params: FamilyParams, prep: Prepared, latency_s: np.ndarray,
+                      ridge: float = 0.05) -> np.ndarray:
+    """One device's (compute logit, memory logit, log fixed time) corrections from a sample of
+    its own measurements, with a small ridge pull toward the shared parameters."""
+    log_meas = np.log(latency_s)
+    scale = 1.0 / np.sqrt(len(latency_s))
+
+    def residual(shift: np.ndarray) -> np.ndarray:
+        fit = scale * (np.log(evaluate(params, prep, shift)) - log_meas)
+        return np.concatenate([fit, ridge * shift])
+
+    sol = least_squares(residual, np.zeros(3), loss="soft_l1", f_scale=_F_SCALE * scale,
+                        max_nfev=200)
+    return sol.x

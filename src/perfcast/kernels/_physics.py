@@ -1,0 +1,169 @@
+"""A bounded physical kernel-time model whose few parameters are fitted on measurements.
+
+    t = t_fixed + t_quant + (T_c^q + T_m^q)^(1/q),  T_c = F·u / (P·η_c),  T_m = B / (BW·η_m)
+
+η_c = σ(a_math + b·log(P/TDP)): tensor cores lose efficiency as peak FLOP/s per watt grows
+(clocks drop under the power limit: L40S, Blackwell, FP8/FP4 run further below peak than
+A100 BF16). η_m = σ(m0 + m1·log BW). t_fixed is the kernel's fixed cost per dtype class plus
+the launch cost of the timing method; t_quant is the dynamic-quantisation pass of FP8/FP4
+GEMMs (reads 16-bit activations, writes the narrow copy). η_c, η_m ≤ 1, t_fixed ≥ 0 and the
+smooth max is ≥ max(T_c, T_m), so a forecast never beats the roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from perfcast.kernels._roofline import peak_flops, wave_quantization
+from perfcast.specs import Device, bytes_per_element
+
+__all__ = ["FamilyParams", "Prepared", "concat_prepared", "device_features", "evaluate",
+           "predict_family", "prepare", "regime_coords", "variants"]
+
+QUANTISED_GEMM_DTYPES = ("fp8", "fp4", "int8")
+DEFAULT_TDP_W = 300.0  # for spec sheets without a TDP (none of the shipped GPUs lacks one)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@dataclass
+class FamilyParams:
+    """Fitted parameters of one kernel family (see module docstring for the form)."""
+
+    family: str
+    compute_intercept: dict[str, float] = field(default_factory=lambda: {"tensor": 1.5,
+                                                                         "simt": 1.5})
+    power_slope: float = 0.0
+    memory_intercept: float = 1.5
+    bandwidth_slope: float = 0.0
+    fixed_s: dict[str, float] = field(default_factory=lambda: {"default": 2e-6})
+    launch_s: dict[str, float] = field(default_factory=lambda: {"cuda_graph": 0.0})
+    smoothness: float = 4.0
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FamilyParams:
+        return cls(**data)
+
+    def fixed_for(self, variant: np.ndarray, dtype_class: np.ndarray) -> np.ndarray:
+        """Fixed seconds per row: the variant's own, else its dtype class's, else default."""
+        default = self.fixed_s.get("default", min(self.fixed_s.values()))
+        by_variant = pd.Series(variant).map(self.fixed_s)
+        by_class = pd.Series(dtype_class).map(self.fixed_s)
+        return by_variant.fillna(by_class).fillna(default).to_numpy(dtype=float)
+
+    def launch_for(self, timing: np.ndarray) -> np.ndarray:
+        known = {t: self.launch_s.get(t, max(self.launch_s.values())) for t in np.unique(timing)}
+        return np.array([known[t] for t in timing]) if len(timing) else np.zeros(0)
+
+
+def _dtype_class(dtype: str) -> str:
+    return {"bf16": "16bit", "fp16": "16bit", "tf32": "fp32"}.get(dtype, dtype)
+
+
+def device_features(device: Device, dtypes: np.ndarray) -> dict[str, np.ndarray]:
+    """log(peak TFLOP/s per watt) per row's dtype and log(bandwidth in TB/s)."""
+    tdp = device.tdp_w or DEFAULT_TDP_W
+    peaks = {d: device.dense_peak_flops.get(d, np.nan) for d in np.unique(dtypes)}
+    peak = np.array([peaks[d] for d in dtypes], dtype=float)
+    return {"log_flops_per_w": np.log(peak / 1e12 / tdp),
+            "log_bw_tbps": np.full(len(dtypes), np.log(device.hbm_bandwidth_bps / 1e12))}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Per-row quantities that do not depend on fitted parameters (computed once per fit)."""
+
+    t_compute: np.ndarray  # F·u / P
+    t_memory: np.ndarray  # B / BW
+    t_quant: np.ndarray  # quantisation pass bytes / BW (0 for non-quantised rows)
+    log_flops_per_w: np.ndarray
+    log_bw_tbps: np.ndarray
+    simt: np.ndarray
+    dtype_class: np.ndarray
+    variant: np.ndarray  # "<op>/<dtype>": the kernel implementation measured
+    timing: np.ndarray
+    regime: np.ndarray  # device-normalised shape coordinates (see regime_coords)
+
+
+def prepare(ops: pd.DataFrame, device: Device, timing: np.ndarray) -> Prepared:
+    """Parameter-free terms of the model for op rows on one device."""
+    dtypes = ops["dtype"].to_numpy(dtype=object).astype(str)
+    feats = device_features(device, dtypes)
+    flops = ops["flops"].to_numpy(dtype=float)
+    traffic = ops["bytes_read"].to_numpy(dtype=float) + ops["bytes_written"].to_numpy(dtype=float)
+    t_quant = np.zeros(len(ops))
+    quant = np.isin(dtypes, QUANTISED_GEMM_DTYPES) & (ops["family"] == "gemm").to_numpy()
+    if quant.any():
+        m, k, b = (ops[c].to_numpy(dtype=float)[quant] for c in ("m", "k", "b"))
+        narrow = np.array([bytes_per_element(d) for d in dtypes[quant]])
+        t_quant[quant] = b * m * k * (2.0 + narrow) / device.hbm_bandwidth_bps
+    t_compute = flops * wave_quantization(ops, device) / peak_flops(ops, device)
+    return Prepared(
+        t_compute=t_compute,
+        t_memory=traffic / device.hbm_bandwidth_bps, t_quant=t_quant,
+        log_flops_per_w=np.nan_to_num(feats["log_flops_per_w"], nan=0.0),
+        log_bw_tbps=feats["log_bw_tbps"], simt=dtypes == "fp32",
+        dtype_class=np.array([_dtype_class(d) for d in dtypes], dtype=object),
+        variant=variants(ops), timing=np.asarray(timing, dtype=object),
+        regime=regime_coords(ops, device, t_compute, traffic / device.hbm_bandwidth_bps))
+
+
+def regime_coords(ops: pd.DataFrame, device: Device, t_compute: np.ndarray,
+                  t_memory: np.ndarray) -> np.ndarray:
+    """Where a kernel sits relative to *this* device, so shape effects learned on one GPU
+    transfer to another: log2 of compute/memory time balance (ridge at 0), of roofline time
+    in microseconds (the fixed-cost regime), and of output tiles per SM (occupancy)."""
+    tiny = 1e-12
+    balance = np.log2(np.maximum(t_compute, tiny) / np.maximum(t_memory, tiny))
+    size = np.log2(np.maximum(np.maximum(t_compute, t_memory) * 1e6, 1e-3))
+    rows = ops["b"].to_numpy(dtype=float) * ops["m"].to_numpy(dtype=float)
+    tiles = np.maximum(rows / 128.0, 1.0) * np.maximum(ops["n"].to_numpy(dtype=float) / 128.0,
+                                                       1.0)
+    occupancy = np.log2(tiles / device.sm_count)
+    return np.column_stack([balance, size, occupancy])
+
+
+def variants(ops: pd.DataFrame) -> np.ndarray:
+    """Kernel implementation key per row: the op name (before any ':' configuration suffix)
+    and the math dtype."""
+    op = ops["op"].astype(str).str.split(":", n=1).str[0]
+    return (op + "/" + ops["dtype"].astype(str)).to_numpy(dtype=object)
+
+
+def concat_prepared(parts: list[Prepared]) -> Prepared:
+    return Prepared(*(np.concatenate([getattr(p, f) for p in parts])
+                      for f in Prepared.__dataclass_fields__))
+
+
+def evaluate(params: FamilyParams, prep: Prepared, shifts: np.ndarray | None = None
+             ) -> np.ndarray:
+    """Seconds per prepared row. `shifts` (rows x 3, or 3) are per-device corrections of
+    the compute logit, memory logit and log fixed time (the target-measured tier)."""
+    shifts = np.zeros(3) if shifts is None else np.asarray(shifts, dtype=float)
+    sc, sm, sf = (shifts[..., i] for i in range(3))
+    ci = params.compute_intercept
+    intercept = np.where(prep.simt, ci.get("simt", ci["tensor"]), ci["tensor"])
+    eta_c = _sigmoid(intercept + params.power_slope * prep.log_flops_per_w + sc)
+    eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * prep.log_bw_tbps + sm)
+    t_c = prep.t_compute / eta_c
+    t_m = prep.t_memory / eta_m
+    q = params.smoothness
+    top = np.maximum(np.maximum(t_c, t_m), 1e-300)
+    busy = top * ((t_c / top) ** q + (t_m / top) ** q) ** (1.0 / q)
+    fixed = params.fixed_for(prep.variant, prep.dtype_class)
+    launch = params.launch_for(prep.timing)
+    return fixed * np.exp(sf) + launch + prep.t_quant / eta_m + busy
+
+
+def predict_family(params: FamilyParams, ops: pd.DataFrame, device: Device,
+                   timing: np.ndarray, shifts: np.ndarray | None = None) -> np.ndarray:
+    """Seconds per op row of one family on one device."""
+    return evaluate(params, prepare(ops, device, timing), shifts)

@@ -1,0 +1,139 @@
+"""Shape-dependent residual correction: mean log-error per log2-shape cell, shrunk to zero.
+
+What the physical form misses (tile-shape efficiency, L2 reuse, kernel selection) shows up as
+a smooth function of the shape; a coarse table in log2(m, n, k) with back-off to coarser
+cells captures it without a black-box regressor, and stores as plain JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["NeighbourResidual", "ResidualGrid", "regime_bins", "shape_bins"]
+
+MAX_BIN = 20
+# (scope, dims of (m, n, k)): main effects, then pairwise, then the full cell, first shared by
+# all kernel variants (so a variant never measured still gets them), then per variant.
+_DIMS = ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2))
+_LEVELS = tuple(("any", d) for d in _DIMS[:-1]) + tuple(("variant", d) for d in _DIMS)
+
+
+def _shape(ops: pd.DataFrame) -> list[np.ndarray]:
+    """(b·m, n, k): total rows (GEMM rows over all groups, query rows over all heads), width,
+    depth."""
+    b, m, n, k = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n", "k"))
+    return [b * m, n, k]
+
+
+def regime_bins(regime: np.ndarray, per_unit: float = 2.0) -> np.ndarray:
+    """Half-octave integer bins of device-normalised coordinates (see regime_coords)."""
+    return np.clip(np.floor(regime * per_unit), -60, 60).astype(int)
+
+
+def shape_bins(ops: pd.DataFrame) -> np.ndarray:
+    """Integer log2 bins of (b·m, n, k) per row, clipped to [0, MAX_BIN]."""
+    return np.stack([np.clip(np.round(np.log2(np.maximum(c, 1.0))), 0, MAX_BIN).astype(int)
+                     for c in _shape(ops)], axis=1)
+
+
+def _level_name(level: tuple[str, tuple[int, ...]]) -> str:
+    return f"{level[0]}:{''.join('mnk'[i] for i in level[1])}"
+
+
+def _keys(bins: np.ndarray, dtypes: np.ndarray, level: tuple[str, tuple[int, ...]]
+          ) -> np.ndarray:
+    scope, dims = level
+    shape = [",".join(map(str, row)) for row in bins[:, list(dims)]]
+    if scope == "any":
+        return np.array(shape, dtype=object)
+    return np.array([f"{d}|{s}" for d, s in zip(dtypes, shape, strict=True)], dtype=object)
+
+
+@dataclass
+class ResidualGrid:
+    """log(measured / modelled) per cell at three back-off levels."""
+
+    cells: dict[str, dict[str, float]] = field(default_factory=dict)
+    shrink_rows: float = 5.0
+
+    @classmethod
+    def fit(cls, bins: np.ndarray, variants: np.ndarray, log_residual: np.ndarray,
+            shrink_rows: float = 5.0, min_rows: int = 3) -> ResidualGrid:
+        """Means per cell, each level fitted on what the coarser levels leave unexplained."""
+        grid = cls(shrink_rows=shrink_rows)
+        remaining = np.asarray(log_residual, dtype=float).copy()
+        for level in _LEVELS:
+            keys = _keys(bins, variants, level)
+            frame = pd.DataFrame({"key": keys, "r": remaining})
+            stats = frame.groupby("key")["r"].agg(["sum", "count"])
+            stats = stats[stats["count"] >= min_rows]
+            table = (stats["sum"] / (stats["count"] + shrink_rows)).round(6)
+            name = _level_name(level)
+            grid.cells[name] = {k: float(v) for k, v in sorted(table.items())}
+            remaining -= pd.Series(keys).map(grid.cells[name]).fillna(0.0).to_numpy()
+        return grid
+
+    def correction(self, bins: np.ndarray, variants: np.ndarray) -> np.ndarray:
+        """Summed log-corrections of all levels for each row (0 where a cell is unseen)."""
+        total = np.zeros(len(bins))
+        for level in _LEVELS:
+            table = self.cells.get(_level_name(level), {})
+            if table:
+                keys = pd.Series(_keys(bins, variants, level))
+                total += keys.map(table).fillna(0.0).to_numpy()
+        return total
+
+    def to_dict(self) -> dict:
+        return {"shrink_rows": self.shrink_rows, "cells": self.cells}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ResidualGrid:
+        return cls(cells=data["cells"], shrink_rows=data["shrink_rows"])
+
+
+@dataclass
+class NeighbourResidual:
+    """A device's own measured residuals, interpolated by inverse-distance over the nearest
+    sampled shapes in log2 (b·m, n, k) — the target-measured tier's last correction. Points far
+    from every sample fade back to no correction."""
+
+    points: list[list[float]]  # [log2 b·m, log2 n, log2 k, log residual]
+    neighbours: int = 6
+    prior_distance: float = 3.0  # a zero-residual pseudo-neighbour at this distance
+
+    @classmethod
+    def fit(cls, ops: pd.DataFrame, log_residual: np.ndarray, max_points: int = 4000,
+            seed: int = 0) -> NeighbourResidual:
+        coords = _log_shape(ops)
+        pts = np.column_stack([coords, np.asarray(log_residual, dtype=float)])
+        if len(pts) > max_points:
+            keep = np.random.default_rng(seed).choice(len(pts), max_points, replace=False)
+            pts = pts[np.sort(keep)]
+        return cls(points=np.round(pts, 5).tolist())
+
+    def correction(self, ops: pd.DataFrame) -> np.ndarray:
+        from scipy.spatial import cKDTree
+
+        if not self.points or not len(ops):
+            return np.zeros(len(ops))
+        pts = np.asarray(self.points, dtype=float)
+        k = min(self.neighbours, len(pts))
+        dist, idx = cKDTree(pts[:, :3]).query(_log_shape(ops), k=k)
+        dist, idx = dist.reshape(len(ops), k), idx.reshape(len(ops), k)
+        w = 1.0 / (dist + 0.25) ** 2
+        prior = 1.0 / (self.prior_distance + 0.25) ** 2
+        return (w * pts[idx, 3]).sum(axis=1) / (w.sum(axis=1) + prior)
+
+    def to_dict(self) -> dict:
+        return {"points": self.points, "neighbours": self.neighbours,
+                "prior_distance": self.prior_distance}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> NeighbourResidual:
+        return cls(**data)
+
+
+def _log_shape(ops: pd.DataFrame) -> np.ndarray:
+    return np.column_stack([np.log2(np.maximum(c, 1.0)) for c in _shape(ops)])

@@ -1,0 +1,136 @@
+"""Per-kernel accuracy on held-out devices: roofline vs cross-generation vs target-measured.
+
+Splits (fit on some devices, test on others the fit never saw):
+  loo:<source>  leave one GPU out among a source's GPUs
+  generation    AIConfigurator Ampere/Ada/Hopper -> Blackwell (B200, B300, GB200)
+  neusight      NeuSight's train GPUs -> H100, L4, A100-80GB on its test shapes
+The target-measured tier adds a random 10% of the held-out device's rows to the fit and is
+scored, like the other methods, on the remaining 90%.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfcast.kernels import (
+    PhysicsModel,
+    add_target_corrections,
+    fit_calibration,
+    measurement_ops,
+    roofline_times,
+)
+from perfcast.measure import sample_per_group
+from perfcast.ops import COMM_FAMILIES
+from perfcast.specs import get_device
+
+__all__ = ["KernelSplit", "TARGETS", "kernel_splits", "summarise", "validate_kernels"]
+
+TARGET_FRACTION = 0.10
+GENERATION_TRAIN = ("a100-sxm4-80gb", "h100-sxm", "h200-sxm", "l40s")
+GENERATION_TEST = ("b200-sxm", "b300-sxm", "gb200")
+NEUSIGHT_TEST = ("h100-sxm", "l4", "a100-pcie-80gb")
+# Issue targets: cross-generation median MAPE over families on splits generation/neusight,
+# target-measured MAPE.
+TARGETS = {"cross_generation_median_mape": 0.08, "target_measured_mape": 0.03}
+
+
+@dataclass(frozen=True)
+class KernelSplit:
+    name: str
+    device: str
+    train: pd.DataFrame
+    test: pd.DataFrame
+
+
+def kernel_splits(store: pd.DataFrame, names: list[str] | None = None) -> list[KernelSplit]:
+    """The held-out splits over kernel (non-collective) rows of the store."""
+    kernels = store[~store["family"].isin(COMM_FAMILIES)]
+    out: list[KernelSplit] = []
+    wanted = names or ["generation", "neusight"] + [
+        f"loo:{s}" for s in ("aiconfigurator", "neusight", "vidur")]
+    for name in wanted:
+        if name == "generation":
+            aic = kernels[kernels["source"] == "aiconfigurator"]
+            train = aic[aic["device"].isin(GENERATION_TRAIN)]
+            out += [KernelSplit(name, d, train, aic[aic["device"] == d]) for d in GENERATION_TEST]
+        elif name == "neusight":
+            ns = kernels[kernels["source"] == "neusight"]
+            train = ns[(ns["split"] == "train") & ~ns["device"].isin(NEUSIGHT_TEST)]
+            test = ns[ns["split"] == "test"]
+            out += [KernelSplit(name, d, train, test[test["device"] == d]) for d in NEUSIGHT_TEST]
+        elif name.startswith("loo:"):
+            src = kernels[kernels["source"] == name.removeprefix("loo:")]
+            for device in sorted(src["device"].unique()):
+                out.append(KernelSplit(name, device, src[src["device"] != device],
+                                       src[src["device"] == device]))
+        else:
+            raise ValueError(f"unknown split {name!r}")
+    return out
+
+
+def _metrics(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, float]:
+    ape = np.abs(predicted - measured) / measured
+    return float(ape.mean()), float(np.quantile(ape, 0.9))
+
+
+def _score(split: KernelSplit, test: pd.DataFrame, predictions: dict[str, np.ndarray]
+           ) -> list[dict]:
+    rows = []
+    meas = test["latency_s"].to_numpy(dtype=float)
+    fams = test["family"].to_numpy(dtype=object)
+    for method, pred in predictions.items():
+        for family in sorted(set(fams)):
+            sel = fams == family
+            mape, p90 = _metrics(meas[sel], pred[sel])
+            rows.append({"split": split.name, "device": split.device, "group": family,
+                         "method": method, "mape": mape, "p90_ape": p90, "n": int(sel.sum())})
+    return rows
+
+
+def validate_kernels(store: pd.DataFrame, splits: list[str] | None = None,
+                     train_per_group: int | None = 2000, test_per_group: int | None = None,
+                     seed: int = 0, progress: Callable[[str], None] | None = None
+                     ) -> pd.DataFrame:
+    """Rows {split, device, group, method, mape, p90_ape, n} for every held-out device."""
+    out: list[dict] = []
+    fits: dict[tuple[str, int], object] = {}
+    for split in kernel_splits(store, splits):
+        if split.test.empty or split.train.empty:
+            continue
+        if progress:
+            progress(f"{split.name} -> {split.device}")
+        key = (split.name, id(split.train))
+        if key not in fits:
+            fits[key] = fit_calibration(sample_per_group(split.train, train_per_group, seed),
+                                        provenance={"split": split.name})
+        cross = fits[key]
+        test = sample_per_group(split.test, test_per_group, seed)
+        pick = np.random.default_rng(seed).random(len(test)) < TARGET_FRACTION
+        sample, held = test[pick], test[~pick]
+        target = add_target_corrections(cross, sample_per_group(sample, train_per_group, seed))
+        device = get_device(split.device)
+        ops = measurement_ops(held)
+        timing = held["timing"].to_numpy(dtype=object)
+        out += _score(split, held, {
+            "roofline": roofline_times(ops, device, waves=False),
+            "cross_generation": PhysicsModel(cross).kernel_times(ops, device, timing),
+            "target_measured": PhysicsModel(target).kernel_times(ops, device, timing),
+        })
+    return pd.DataFrame(out, columns=["split", "device", "group", "method", "mape", "p90_ape",
+                                      "n"])
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """Headline figures per split and method: median over families of the row-weighted
+    MAPE (devices pooled), and the pooled MAPE over all families."""
+    def pooled(g: pd.DataFrame) -> float:
+        return float(np.average(g["mape"], weights=g["n"]))
+
+    per_family = rows.groupby(["split", "method", "group"]).apply(pooled, include_groups=False)
+    median = per_family.groupby(["split", "method"]).median().rename("median_family_mape")
+    overall = rows.groupby(["split", "method"]).apply(pooled, include_groups=False)
+    return pd.concat([median, overall.rename("pooled_mape")], axis=1).reset_index()

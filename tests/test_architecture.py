@@ -23,7 +23,8 @@ PUBLIC = {
         "attended_keys", "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops",
         "weight_bytes_per_gpu"},
     "perfcast.kernels": {
-        "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "Calibration",
+        "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNMODELLED_FAMILIES",
+        "Calibration", "thread_blocks",
         "EfficiencyModel", "ExecutionTimeModel", "PhysicsModel", "RooflineModel",
         "UnitEfficiency", "add_target_corrections", "fit_calibration", "measurement_ops",
         "peak_flops", "roofline_times", "shipped_calibration", "wave_quantization"},

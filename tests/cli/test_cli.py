@@ -92,3 +92,31 @@ def test_models_lists_catalog():
     out = json.loads(run("models", "--json").stdout)
     names = {m["name"] for m in out["models"]}
     assert {"llama-2-7b", "deepseek-v3", "gpt3-175b"} <= names
+
+
+def test_validate_kernels_json_rows(tmp_path):
+    res = run("validate", "kernels", "--split", "neusight", "--train-rows", "60",
+              "--test-rows", "40", "--json", "--out", str(tmp_path / "report"))
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    keys = {"split", "device", "group", "method", "mape", "p90_ape", "n"}
+    assert out["rows"] and all(set(r) == keys for r in out["rows"])
+    assert {r["method"] for r in out["rows"]} == {"roofline", "cross_generation",
+                                                   "target_measured"}
+    assert (tmp_path / "report" / "kernels.md").exists()
+    assert (tmp_path / "report" / "kernels.csv").exists()
+
+
+def test_validate_rejects_unknown_split():
+    res = run("validate", "kernels", "--split", "blackwell")
+    assert res.exit_code == 2 and "split: unknown split 'blackwell'" in res.stderr
+
+
+def test_infer_reports_kernel_tier():
+    out = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "mi300x", "--json").stdout)
+    assert out["inputs"]["kernel_model"]["tier"] == "cross_generation"
+    out = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "h100", "--json").stdout)
+    assert out["inputs"]["kernel_model"]["tier"] == "target_measured"
+    roof = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "h100", "--kernel-model",
+                          "roofline", "--json").stdout)
+    assert roof["tpot_s"] < out["tpot_s"]  # fitted kernels never beat the roofline

@@ -12,6 +12,7 @@ from perfcast import __version__
 from perfcast.cli._common import emit_json, guarded
 from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
 from perfcast.errors import InputError
+from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
 from perfcast.specs import (
     ParallelPlan,
     Precision,
@@ -43,6 +44,24 @@ def _precision(dtype: str, kv_dtype: str | None, weight_dtype: str | None) -> Pr
     return Precision(weights=weights, activations=act, kv_cache=kv)
 
 
+KERNEL_MODELS = ("calibrated", "roofline")
+
+
+def kernel_model(name: str, calibration: str | None):
+    """The kernel time model a command forecasts with, and a description of it."""
+    if name not in KERNEL_MODELS:
+        raise InputError("kernel_model", f"unknown model {name!r}", KERNEL_MODELS)
+    if name == "roofline":
+        if calibration:
+            raise InputError("calibration", "only applies to --kernel-model calibrated",
+                             "omit --calibration")
+        return RooflineModel(), {"name": "roofline"}
+    cal = shipped_calibration()
+    if calibration:
+        cal = cal.merged_with(Calibration.load(calibration))
+    return PhysicsModel(cal), {"name": "calibrated", "calibration": calibration or "shipped"}
+
+
 def _payload(f: InferenceForecast, inputs: dict) -> dict:
     decode = f.decode.breakdown() if f.decode is not None else None
     return {
@@ -57,7 +76,10 @@ def _payload(f: InferenceForecast, inputs: dict) -> dict:
 
 
 def _print(f: InferenceForecast, inputs: dict) -> None:
-    summary = Table(title=f"{inputs['model']} on {inputs['tp']}x {inputs['gpu']}")
+    km = inputs["kernel_model"]
+    tier = f", {km['tier']} tier" if "tier" in km else ""
+    summary = Table(title=f"{inputs['model']} on {inputs['tp']}x {inputs['gpu']} "
+                    f"(kernels: {km['name']}{tier})")
     summary.add_column("metric")
     summary.add_column("value", justify="right")
     tpot = "-" if f.tpot_s is None else f"{f.tpot_s * 1e3:.3f} ms"
@@ -96,6 +118,10 @@ def infer(
         Execution.CUDA_GRAPH),
     host: Annotated[str, typer.Option(help=f"Host overhead: {', '.join(HOST_PROFILES)}.")] = (
         "vllm-v0"),
+    kernel_model_name: Annotated[str, typer.Option(
+        "--kernel-model", help="calibrated (fitted on measurements) or roofline.")] = "calibrated",
+    calibration: Annotated[str | None, typer.Option(
+        help="Extra calibration JSON from `perfcast calibrate`.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
@@ -105,13 +131,16 @@ def infer(
     plan = _plan(tp, num_gpus)
     box = get_cluster(cluster, plan.tp) if cluster else cluster_for(get_device(gpu), plan.tp)
     precision = _precision(dtype, kv_dtype, weight_dtype)
+    model_obj, model_info = kernel_model(kernel_model_name, calibration)
+    if isinstance(model_obj, PhysicsModel):
+        model_info["tier"] = model_obj.tier(box.device)
     forecast = forecast_inference(
         spec, box, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-        precision=precision, plan=plan, execution=execution, host=host)
+        precision=precision, plan=plan, execution=execution, host=host, time_model=model_obj)
     inputs = {"model": spec.name, "gpu": box.device.name, "cluster": box.name, "tp": plan.tp,
               "batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
               "precision": precision.model_dump(mode="json"), "execution": str(execution),
-              "host": host}
+              "host": host, "kernel_model": model_info}
     if json_out:
         emit_json(_payload(forecast, inputs))
     else:

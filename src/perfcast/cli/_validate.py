@@ -37,15 +37,27 @@ def _table(rows, title: str) -> Table:
     return table
 
 
+def _md_table(frame) -> str:
+    """A DataFrame as a GitHub Markdown table (floats to 4 places)."""
+    cols = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in frame.itertuples(index=False):
+        cells = [f"{v:.4f}" if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _markdown(rows, summary) -> str:
-    wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
-                            values=["mape", "p90_ape"]).round(4)
+    wide = rows.pivot_table(index=["split", "device", "group", "n"], columns="method",
+                            values=["mape", "p90_ape"])
+    wide.columns = [f"{method} {stat}" for stat, method in wide.columns]
+    wide = wide.reset_index()
     lines = ["# perfcast validate kernels", "",
              f"Targets: cross-generation median MAPE over families <= "
              f"{TARGETS['cross_generation_median_mape']:.0%} (splits generation, neusight); "
              f"target-measured <= {TARGETS['target_measured_mape']:.0%}.", "",
-             "## Summary", "", summary.round(4).to_markdown(index=False), "",
-             "## Per device and family (MAPE, P90 APE)", "", wide.to_markdown(), ""]
+             "## Summary", "", _md_table(summary), "",
+             "## MAPE and P90 APE per device and family", "", _md_table(wide), ""]
     return "\n".join(lines)
 
 
@@ -54,7 +66,11 @@ def _markdown(rows, summary) -> str:
 def kernels(
     split: Annotated[list[str] | None, typer.Option(help=f"Splits to run: {', '.join(SPLITS)}."
                                                      )] = None,
-    quick: Annotated[bool, typer.Option(help="Subsample test rows (CI-sized run).")] = False,
+    quick: Annotated[bool, typer.Option(help="Subsample rows (a CI-sized run).")] = False,
+    train_rows: Annotated[int | None, typer.Option(
+        help="Fit rows per device x family x dtype (default 2000; --quick 400).")] = None,
+    test_rows: Annotated[int | None, typer.Option(
+        help="Test rows per device x family x dtype (default all; --quick 300).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for kernels.md / kernels.csv.")
                    ] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
@@ -67,8 +83,13 @@ def kernels(
             raise InputError("split", f"unknown split {name!r}", SPLITS)
     if out is not None and out.exists() and not out.is_dir():
         raise InputError("out", f"{out} exists and is not a directory", "a directory path")
-    rows = validate_kernels(load_store(), chosen, test_per_group=1500 if quick else None,
-                            train_per_group=1000 if quick else 2000, seed=seed,
+    for name, value in (("train_rows", train_rows), ("test_rows", test_rows)):
+        if value is not None and value < 10:
+            raise InputError(name, f"must be >= 10, got {value}", ">= 10")
+    train = train_rows or (400 if quick else 2000)
+    test = test_rows or (300 if quick else None)
+    rows = validate_kernels(load_store(), chosen, train_per_group=train, test_per_group=test,
+                            seed=seed,
                             progress=lambda msg: console.print(f"[dim]fit/test {msg}[/dim]"))
     summary = summarise(rows)
     if out is not None:

@@ -4,6 +4,7 @@ from perfcast.kernels._calibration import (
     CROSS_GENERATION,
     SCHEMA_VERSION,
     TARGET_MEASURED,
+    UNMODELLED_FAMILIES,
     Calibration,
     PhysicsModel,
     add_target_corrections,
@@ -18,12 +19,14 @@ from perfcast.kernels._roofline import (
     UnitEfficiency,
     peak_flops,
     roofline_times,
+    thread_blocks,
     wave_quantization,
 )
 
 __all__ = [
-    "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "Calibration", "EfficiencyModel",
+    "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNMODELLED_FAMILIES",
+    "Calibration", "EfficiencyModel",
     "ExecutionTimeModel", "PhysicsModel", "RooflineModel", "UnitEfficiency",
     "add_target_corrections", "fit_calibration", "measurement_ops", "peak_flops",
-    "roofline_times", "shipped_calibration", "wave_quantization",
+    "roofline_times", "shipped_calibration", "thread_blocks", "wave_quantization",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.errors import InputError
-from perfcast.kernels._fit import fit_device_shifts, fit_family
+from perfcast.kernels._fit import fit_family
 from perfcast.kernels._physics import (
     FamilyParams,
     Prepared,
@@ -32,13 +32,18 @@ from perfcast.specs import Device, get_device
 
 __all__ = [
     "CROSS_GENERATION", "Calibration", "PhysicsModel", "SCHEMA_VERSION", "TARGET_MEASURED",
+    "UNMODELLED_FAMILIES",
     "add_target_corrections", "fit_calibration", "measurement_ops", "shipped_calibration",
 ]
 
 SCHEMA_VERSION = 1
+TARGET_PRIOR_WEIGHT = 0.01  # pull of a device refit toward the shared parameters
 CROSS_GENERATION = "cross_generation"
 TARGET_MEASURED = "target_measured"
 # Op families without measurements of their own borrow a measured family's parameters.
+# Fused MoE layers (AIConfigurator `moe`) are stored but not fitted: perfcast prices experts
+# as grouped GEMMs through the gemm family, so a `moe` fit would never be used.
+UNMODELLED_FAMILIES = frozenset({"moe"})
 FALLBACK = {"kv_write": "elementwise", "rope": "elementwise", "embedding": "elementwise",
             "sampling": "softmax", "moe": "gemm", "conv": "gemm"}
 # The measured kernel a forecast row of each family stands for when its op name was never
@@ -51,18 +56,20 @@ DEFAULT_OP = {"gemm": "gemm", "attn_prefill": "attn", "attn_decode": "attn",
 
 @dataclass
 class DeviceCorrection:
-    """One device x family x dtype: logit/fixed-time shifts and measured-shape residuals."""
+    """One device x family x dtype: the family refitted on the device's own sample (anchored
+    on the shared parameters) and residuals at its measured shapes."""
 
-    shifts: list[float]
+    params: FamilyParams
     residual: NeighbourResidual
     rows: int
 
     def to_dict(self) -> dict:
-        return {"shifts": self.shifts, "residual": self.residual.to_dict(), "rows": self.rows}
+        return {"params": self.params.to_dict(), "residual": self.residual.to_dict(),
+                "rows": self.rows}
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceCorrection:
-        return cls(shifts=data["shifts"], rows=data["rows"],
+        return cls(params=FamilyParams.from_dict(data["params"]), rows=data["rows"],
                    residual=NeighbourResidual.from_dict(data["residual"]))
 
 
@@ -118,9 +125,12 @@ class Calibration:
 
 def measurement_ops(rows: pd.DataFrame) -> pd.DataFrame:
     """Measurement-store rows as op-table rows (all traffic counted as bytes_read); the op
-    name carries the weight dtype when it differs (weight-only quantisation)."""
-    wdt = rows["weight_dtype"].astype(str)
-    op = rows["op"].astype(str) + np.where(wdt != rows["dtype"].astype(str), "/w" + wdt, "")
+    name carries the weight and KV-cache dtypes when they differ from the math dtype
+    (weight-only quantisation, FP8 KV cache): they are different kernels."""
+    dtype = rows["dtype"].astype(str)
+    wdt, kvdt = rows["weight_dtype"].astype(str), rows["kv_dtype"].fillna("").astype(str)
+    op = (rows["op"].astype(str) + np.where(wdt != dtype, "/w" + wdt, "")
+          + np.where((kvdt != "") & (kvdt != dtype), "/kv" + kvdt, ""))
     b = np.maximum(np.rint(rows["b"].fillna(1).to_numpy(dtype=float)), 1).astype("int64")
     out = pd.DataFrame({
         "layer": "bench", "op": op.to_numpy(), "family": rows["family"].astype(str).to_numpy(),
@@ -160,8 +170,8 @@ def fit_calibration(train: pd.DataFrame, target: pd.DataFrame | None = None,
     """Fit family parameters and shared residuals on `train` rows (store schema); then, for
     each device in `target`, its own corrections on those rows (the target-measured tier).
     `devices` supplies specs for names outside the catalog (e.g. the local CPU)."""
-    comm = train["family"].isin(COMM_FAMILIES)
-    train = _rows_order(train[~comm])
+    skip = train["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)
+    train = _rows_order(train[~skip])
     families, residuals = {}, {}
     for family, rows in train.groupby("family", sort=True):
         prep, lat, grp, bins, dts = _prepare_rows(rows, devices)
@@ -176,27 +186,27 @@ def fit_calibration(train: pd.DataFrame, target: pd.DataFrame | None = None,
 def add_target_corrections(cal: Calibration, target: pd.DataFrame,
                            devices: dict[str, Device] | None = None) -> Calibration:
     """A copy of `cal` with per-device corrections fitted on `target` rows (store schema)."""
-    rows = _rows_order(target[~target["family"].isin(COMM_FAMILIES)])
+    rows = _rows_order(target[~target["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)])
     own = _fit_targets(cal, rows, devices)
     return Calibration(cal.families, cal.residuals, {**cal.devices, **own}, cal.provenance)
 
 
 def _fit_targets(cal: Calibration, target: pd.DataFrame, devices: dict[str, Device] | None
                  ) -> dict[str, dict[str, DeviceCorrection]]:
-    """Per device x family x dtype: logit/fixed-time shifts, then a residual grid."""
+    """Per device x family x dtype: an anchored refit, then nearest-shape residuals."""
     out: dict[str, dict[str, DeviceCorrection]] = {}
     for (name, family, dtype), rows in target.groupby(["device", "family", "dtype"], sort=True):
         fam = family if family in cal.families else FALLBACK.get(family)
         if fam not in cal.families:
             continue
-        prep, lat, _, bins, dts = _prepare_rows(rows, devices)
-        params = cal.families[fam]
+        prep, lat, grp, bins, dts = _prepare_rows(rows, devices)
         shared = np.exp(cal.residuals[fam].correction(bins, dts))
-        shifts = fit_device_shifts(params, prep, lat / shared)
-        modelled = evaluate(params, prep, shifts) * shared
+        own = fit_family(fam, prep, lat / shared, grp, init=cal.families[fam],
+                         prior_weight=TARGET_PRIOR_WEIGHT)
+        modelled = evaluate(own, prep) * shared
         near = NeighbourResidual.fit(measurement_ops(rows), np.log(lat / modelled))
         out.setdefault(name, {})[f"{family}/{dtype}"] = DeviceCorrection(
-            shifts=[round(float(s), 8) for s in shifts], residual=near, rows=len(rows))
+            params=own, residual=near, rows=len(rows))
     return out
 
 
@@ -207,9 +217,10 @@ class PhysicsModel:
     def __init__(self, calibration: Calibration):
         self.calibration = calibration
 
-    def _canonical(self, part: pd.DataFrame, family: str, fam: str) -> pd.DataFrame:
+    def _canonical(self, part: pd.DataFrame, family: str, fam: str,
+                   params: FamilyParams) -> pd.DataFrame:
         """Rows whose op was never measured are priced as the family's default kernel."""
-        known = self.calibration.families[fam].fixed_s
+        known = params.fixed_s
         keys = variants(part)
         unknown = ~pd.Series(keys).isin(known).to_numpy()
         if not unknown.any():
@@ -232,12 +243,12 @@ class PhysicsModel:
             fam = family if family in self.calibration.families else FALLBACK.get(family)
             if family in COMM_FAMILIES or fam not in self.calibration.families:
                 continue
-            part = self._canonical(ops.iloc[idx], family, fam)
             corr = own.get(f"{family}/{dtype}") or own.get(f"{fam}/{dtype}")
-            shifts = None if corr is None else np.asarray(corr.shifts)
+            params = self.calibration.families[fam] if corr is None else corr.params
+            part = self._canonical(ops.iloc[idx], family, fam, params)
             prep = prepare(part, device, timing[idx])
             bins, dts = regime_bins(prep.regime), prep.variant
-            t = evaluate(self.calibration.families[fam], prep, shifts)
+            t = evaluate(params, prep)
             log_fix = self.calibration.residuals[fam].correction(bins, dts)
             if corr is not None:
                 log_fix = log_fix + corr.residual.correction(part)

@@ -1,5 +1,5 @@
-"""Least-squares fits of the physical kernel model: shared (cross-generation) parameters of a
-family, and one device's own corrections (target-measured tier)."""
+"""Least-squares fits of the physical kernel model: a family's shared (cross-generation)
+parameters, or one device's own refit anchored on them (target-measured tier)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from scipy.optimize import least_squares
 
 from perfcast.kernels._physics import FamilyParams, Prepared, evaluate
 
-__all__ = ["fit_device_shifts", "fit_family"]
+__all__ = ["fit_family"]
 
 NO_LAUNCH_TIMINGS = ("cuda_graph", "kineto")  # timing methods that exclude launch cost
 _F_SCALE = 0.1  # soft-L1 knee in log-error units: rows off by more than ~10% count linearly
@@ -36,6 +36,8 @@ def _unpack(theta: np.ndarray, family: str, classes: list[str], timings: list[st
     elif "simt" in base.compute_intercept:
         intercept["simt"] = base.compute_intercept["simt"]
     power, mem, bw = next(it), next(it), next(it)
+    block_bw = float(np.exp(next(it)))
+    block_time = float(np.exp(next(it)))
     fixed = {c: float(np.exp(next(it))) for c in classes}
     fixed.update(_class_medians(fixed))
     fixed["default"] = float(np.median([v for k, v in fixed.items() if "/" in k]))
@@ -45,7 +47,9 @@ def _unpack(theta: np.ndarray, family: str, classes: list[str], timings: list[st
     return FamilyParams(family=family, compute_intercept={k: float(v) for k, v in
                                                            intercept.items()},
                         power_slope=float(power), memory_intercept=float(mem),
-                        bandwidth_slope=float(bw), fixed_s=fixed, launch_s=launch,
+                        bandwidth_slope=float(bw), block_bandwidth_bps=block_bw,
+                        block_time_s=block_time,
+                        fixed_s=fixed, launch_s=launch,
                         smoothness=q)
 
 
@@ -60,53 +64,50 @@ def _class_medians(fixed: dict[str, float]) -> dict[str, float]:
 
 
 def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.ndarray,
-               init: FamilyParams | None = None, power_feature: bool = True) -> FamilyParams:
-    """Fit a family's shared parameters by soft-L1 least squares on log(time), devices
-    weighted equally. `power_feature=False` pins the power slope at 0 (one device, or
-    devices too alike to identify it)."""
+               init: FamilyParams | None = None, power_feature: bool = True,
+               prior_weight: float = 0.0) -> FamilyParams:
+    """Fit a family's parameters by soft-L1 least squares on log(time), devices weighted
+    equally. `power_feature=False` pins the power slope at 0 (devices too alike to identify
+    it). `prior_weight` > 0 pulls every parameter toward `init` (a device's own refit from a
+    small sample of its measurements, the target-measured tier)."""
     base = init or FamilyParams(family)
     classes, timings, has_simt = _layout(prep)
     theta0 = [base.compute_intercept.get("tensor", 1.5)]
     if has_simt:
         theta0.append(base.compute_intercept.get("simt", 1.5))
-    theta0 += [base.power_slope, base.memory_intercept, base.bandwidth_slope]
+    theta0 += [base.power_slope, base.memory_intercept, base.bandwidth_slope,
+               np.log(base.block_bandwidth_bps), np.log(base.block_time_s)]
     theta0 += [np.log(base.fixed_s.get(c, 3e-6)) for c in classes]
     theta0 += [np.log(max(base.launch_s.get(t, 8e-6), 1e-7)) for t in timings]
-    theta0.append(np.log(max(base.smoothness - 1.0, 0.1)))
+    theta0.append(np.log(max(base.smoothness - 1.0, 1.5)))
     lower = np.full(len(theta0), -np.inf)
     upper = np.full(len(theta0), np.inf)
     power_at = 1 + int(has_simt)
+    # Fully power-limited silicon delivers constant FLOPs per watt: η ∝ (P/TDP)^-1, a logit
+    # slope of -1 where η is small; steeper would extrapolate past physics to new parts.
+    lower[power_at], upper[power_at] = -1.0, 0.0
+    theta0[power_at] = float(np.clip(theta0[power_at], -0.999, -0.001))
     if not power_feature:
         lower[power_at], upper[power_at] = -1e-9, 1e-9
         theta0[power_at] = 0.0
     lower[power_at + 2], upper[power_at + 2] = -2.0, 2.0  # bandwidth slope stays mild
-    times = slice(power_at + 3, len(theta0) - 1)  # fixed and launch seconds, as logs
+    lower[power_at + 3], upper[power_at + 3] = np.log(1e9), np.log(1e12)  # per-block B/s
+    times = slice(power_at + 4, len(theta0) - 1)  # block, fixed, launch seconds, as logs
     lower[times], upper[times] = np.log(1e-8), np.log(1e-2)
     theta0 = list(np.clip(theta0, lower + 1e-9, upper - 1e-9))
-    lower[-1], upper[-1] = np.log(0.2), np.log(20.0)
+    lower[-1], upper[-1] = np.log(1.0), np.log(20.0)  # smooth max with q in [2, 21]
     w = _weights(groups)
     log_meas = np.log(latency_s)
 
+    anchor = np.asarray(theta0, dtype=float)
+
     def residual(theta: np.ndarray) -> np.ndarray:
         params = _unpack(theta, family, classes, timings, has_simt, base)
-        return w * (np.log(evaluate(params, prep)) - log_meas)
+        fit = w * (np.log(evaluate(params, prep)) - log_meas)
+        if prior_weight:
+            fit = np.concatenate([fit, prior_weight * (theta - anchor)])
+        return fit
 
     sol = least_squares(residual, np.asarray(theta0, dtype=float), bounds=(lower, upper),
                         loss="soft_l1", f_scale=_F_SCALE * float(np.median(w)), max_nfev=400)
     return _unpack(sol.x, family, classes, timings, has_simt, base)
-
-
-def fit_device_shifts(params: FamilyParams, prep: Prepared, latency_s: np.ndarray,
-                      ridge: float = 0.05) -> np.ndarray:
-    """One device's (compute logit, memory logit, log fixed time) corrections from a sample of
-    its own measurements, with a small ridge pull toward the shared parameters."""
-    log_meas = np.log(latency_s)
-    scale = 1.0 / np.sqrt(len(latency_s))
-
-    def residual(shift: np.ndarray) -> np.ndarray:
-        fit = scale * (np.log(evaluate(params, prep, shift)) - log_meas)
-        return np.concatenate([fit, ridge * shift])
-
-    sol = least_squares(residual, np.zeros(3), loss="soft_l1", f_scale=_F_SCALE * scale,
-                        max_nfev=200)
-    return sol.x

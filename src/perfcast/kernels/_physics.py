@@ -1,10 +1,14 @@
 """A bounded physical kernel-time model whose few parameters are fitted on measurements.
 
-    t = t_fixed + t_quant + (T_c^q + T_m^q)^(1/q),  T_c = F·u / (P·η_c),  T_m = B / (BW·η_m)
+    t = t_fixed + t_quant + (T_c^q + T_m^q + T_b^q)^(1/q),
+    T_c = F·u / (P·η_c),  T_m = B / (BW·η_m),  T_b = ceil(blocks / SMs) · t_block
 
 η_c = σ(a_math + b·log(P/TDP)): tensor cores lose efficiency as peak FLOP/s per watt grows
 (clocks drop under the power limit: L40S, Blackwell, FP8/FP4 run further below peak than
-A100 BF16). η_m = σ(m0 + m1·log BW). t_fixed is the kernel's fixed cost per dtype class plus
+A100 BF16). η_m = σ(m0 + m1·log BW), capped by what the kernel's thread blocks can keep in
+flight (blocks x per-block bandwidth / BW). T_b: every thread block lives at least t_block, so
+kernels of many tiny blocks (decode attention over thousands of sequences) are bound by waves
+of blocks rather than by bytes or FLOPs. t_fixed is the kernel's fixed cost per dtype class plus
 the launch cost of the timing method; t_quant is the dynamic-quantisation pass of FP8/FP4
 GEMMs (reads 16-bit activations, writes the narrow copy). η_c, η_m ≤ 1, t_fixed ≥ 0 and the
 smooth max is ≥ max(T_c, T_m), so a forecast never beats the roofline.
@@ -17,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from perfcast.kernels._roofline import peak_flops, wave_quantization
+from perfcast.kernels._roofline import peak_flops, thread_blocks, wave_quantization
 from perfcast.specs import Device, bytes_per_element
 
 __all__ = ["FamilyParams", "Prepared", "concat_prepared", "device_features", "evaluate",
@@ -41,6 +45,8 @@ class FamilyParams:
     power_slope: float = 0.0
     memory_intercept: float = 1.5
     bandwidth_slope: float = 0.0
+    block_bandwidth_bps: float = 50e9  # what one thread block can stream (Little's law)
+    block_time_s: float = 1e-6  # shortest life of one thread block (prologue, epilogue)
     fixed_s: dict[str, float] = field(default_factory=lambda: {"default": 2e-6})
     launch_s: dict[str, float] = field(default_factory=lambda: {"cuda_graph": 0.0})
     smoothness: float = 4.0
@@ -83,6 +89,8 @@ class Prepared:
 
     t_compute: np.ndarray  # F·u / P
     t_memory: np.ndarray  # B / BW
+    blocks_bw: np.ndarray  # thread blocks / BW: x block_bandwidth gives the reachable fraction
+    block_waves: np.ndarray  # ceil(thread blocks / SMs)
     t_quant: np.ndarray  # quantisation pass bytes / BW (0 for non-quantised rows)
     log_flops_per_w: np.ndarray
     log_bw_tbps: np.ndarray
@@ -108,12 +116,14 @@ def prepare(ops: pd.DataFrame, device: Device, timing: np.ndarray) -> Prepared:
     t_compute = flops * wave_quantization(ops, device) / peak_flops(ops, device)
     return Prepared(
         t_compute=t_compute,
-        t_memory=traffic / device.hbm_bandwidth_bps, t_quant=t_quant,
+        t_memory=traffic / device.memory_bandwidth_bps(traffic), t_quant=t_quant,
+        **_block_terms(ops, device),
         log_flops_per_w=np.nan_to_num(feats["log_flops_per_w"], nan=0.0),
         log_bw_tbps=feats["log_bw_tbps"], simt=dtypes == "fp32",
         dtype_class=np.array([_dtype_class(d) for d in dtypes], dtype=object),
         variant=variants(ops), timing=np.asarray(timing, dtype=object),
-        regime=regime_coords(ops, device, t_compute, traffic / device.hbm_bandwidth_bps))
+        regime=regime_coords(ops, device, t_compute,
+                             traffic / device.memory_bandwidth_bps(traffic)))
 
 
 def regime_coords(ops: pd.DataFrame, device: Device, t_compute: np.ndarray,
@@ -138,32 +148,40 @@ def variants(ops: pd.DataFrame) -> np.ndarray:
     return (op + "/" + ops["dtype"].astype(str)).to_numpy(dtype=object)
 
 
+def _block_terms(ops: pd.DataFrame, device: Device) -> dict[str, np.ndarray]:
+    """Thread-block limits; a CPU runs no thread blocks, so neither limit applies there."""
+    if device.kind == "cpu":
+        return {"blocks_bw": np.full(len(ops), np.inf), "block_waves": np.zeros(len(ops))}
+    blocks = thread_blocks(ops)
+    return {"blocks_bw": blocks / device.hbm_bandwidth_bps,
+            "block_waves": np.ceil(blocks / device.sm_count)}
+
+
 def concat_prepared(parts: list[Prepared]) -> Prepared:
     return Prepared(*(np.concatenate([getattr(p, f) for p in parts])
                       for f in Prepared.__dataclass_fields__))
 
 
-def evaluate(params: FamilyParams, prep: Prepared, shifts: np.ndarray | None = None
-             ) -> np.ndarray:
-    """Seconds per prepared row. `shifts` (rows x 3, or 3) are per-device corrections of
-    the compute logit, memory logit and log fixed time (the target-measured tier)."""
-    shifts = np.zeros(3) if shifts is None else np.asarray(shifts, dtype=float)
-    sc, sm, sf = (shifts[..., i] for i in range(3))
+def evaluate(params: FamilyParams, prep: Prepared) -> np.ndarray:
+    """Seconds per prepared row."""
     ci = params.compute_intercept
     intercept = np.where(prep.simt, ci.get("simt", ci["tensor"]), ci["tensor"])
-    eta_c = _sigmoid(intercept + params.power_slope * prep.log_flops_per_w + sc)
-    eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * prep.log_bw_tbps + sm)
+    eta_c = _sigmoid(intercept + params.power_slope * prep.log_flops_per_w)
+    eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * prep.log_bw_tbps)
     t_c = prep.t_compute / eta_c
-    t_m = prep.t_memory / eta_m
+    # Few thread blocks cannot keep enough bytes in flight to reach the device bandwidth.
+    reach = np.minimum(eta_m, prep.blocks_bw * params.block_bandwidth_bps)
+    t_m = prep.t_memory / reach
+    t_b = prep.block_waves * params.block_time_s
     q = params.smoothness
-    top = np.maximum(np.maximum(t_c, t_m), 1e-300)
-    busy = top * ((t_c / top) ** q + (t_m / top) ** q) ** (1.0 / q)
+    top = np.maximum(np.maximum(np.maximum(t_c, t_m), t_b), 1e-300)
+    busy = top * ((t_c / top) ** q + (t_m / top) ** q + (t_b / top) ** q) ** (1.0 / q)
     fixed = params.fixed_for(prep.variant, prep.dtype_class)
     launch = params.launch_for(prep.timing)
-    return fixed * np.exp(sf) + launch + prep.t_quant / eta_m + busy
+    return fixed + launch + prep.t_quant / eta_m + busy
 
 
 def predict_family(params: FamilyParams, ops: pd.DataFrame, device: Device,
-                   timing: np.ndarray, shifts: np.ndarray | None = None) -> np.ndarray:
+                   timing: np.ndarray) -> np.ndarray:
     """Seconds per op row of one family on one device."""
-    return evaluate(params, prepare(ops, device, timing), shifts)
+    return evaluate(params, prepare(ops, device, timing))

@@ -12,7 +12,7 @@ from perfcast.specs import Device, DType
 
 __all__ = [
     "EfficiencyModel", "ExecutionTimeModel", "RooflineModel", "UnitEfficiency", "peak_flops",
-    "roofline_times", "wave_quantization",
+    "roofline_times", "thread_blocks", "wave_quantization",
 ]
 
 # Thread-block output tiles. GEMM: the CUTLASS/cuBLAS tile shapes a heuristic picks from;
@@ -80,16 +80,32 @@ def _gemm_quantization(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarra
     return best
 
 
+def thread_blocks(ops: pd.DataFrame) -> np.ndarray:
+    """Independent thread blocks a kernel can spread over the SMs (before split-K): output
+    tiles for GEMMs (64x64, the smallest tile), query blocks for prefill attention, key
+    chunks for split-KV decode, one block per row for row reductions (norms, softmax),
+    4096-element chunks for other vector kernels."""
+    fam = ops["family"]
+    b, m, n = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n"))
+    tiles = np.ceil(np.maximum(m * n, 1.0) / _VECTOR_BLOCK_ELEMS)
+    tiles = np.where((fam == "gemm").to_numpy(), b * np.ceil(m / 64.0) * np.ceil(n / 64.0),
+                     tiles)
+    tiles = np.where((fam == "attn_prefill").to_numpy(), b * np.ceil(m / _ATTN_Q_BLOCK), tiles)
+    tiles = np.where((fam == "attn_decode").to_numpy(), b * np.ceil(n / _DECODE_KEY_SPLIT), tiles)
+    tiles = np.where(fam.isin(("norm", "softmax")).to_numpy(), b * m, tiles)  # a block per row
+    return np.maximum(tiles, 1.0)
+
+
 def wave_quantization(ops: pd.DataFrame, device: Device) -> np.ndarray:
     """u >= 1: compute slots lost to partial tiles and to idle SMs in the last wave,
-    u = ceil(tiles / N_SM) * N_SM / tiles (times tile padding for GEMMs)."""
+    u = ceil(tiles / N_SM) * N_SM / tiles (times tile padding for GEMMs). 1 on CPUs, whose
+    cores do not run fixed-size tiles in lock-step waves."""
+    if device.kind == "cpu":
+        return np.ones(len(ops))
     fam = ops["family"]
     b, m, n, k = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n", "k"))
     sms = float(device.sm_count)
-    tiles = np.ceil(np.maximum(m * n, 1.0) / _VECTOR_BLOCK_ELEMS)
-    tiles = np.where((fam == "attn_prefill").to_numpy(), b * np.ceil(m / _ATTN_Q_BLOCK), tiles)
-    tiles = np.where((fam == "attn_decode").to_numpy(), b * np.ceil(n / _DECODE_KEY_SPLIT), tiles)
-    tiles = np.maximum(tiles, 1.0)
+    tiles = thread_blocks(ops)
     u = _waves(tiles, sms) / tiles
     gemm = (fam == "gemm").to_numpy()
     if gemm.any():
@@ -104,7 +120,7 @@ def roofline_times(ops: pd.DataFrame, device: Device, waves: bool = True) -> np.
     if waves:
         compute = compute * wave_quantization(ops, device)
     traffic = ops["bytes_read"].to_numpy(dtype=float) + ops["bytes_written"].to_numpy(dtype=float)
-    return np.maximum(compute, traffic / device.hbm_bandwidth_bps)
+    return np.maximum(compute, traffic / device.memory_bandwidth_bps(traffic))
 
 
 class RooflineModel:

@@ -27,6 +27,7 @@ CPU_DEVICE_NAME = "local-cpu"
 # Used when the bandwidth is not measured: a conservative single-core DRAM stream rate (one
 # modern server or desktop core streams 10-30 GB/s); measure for the real number.
 DEFAULT_BANDWIDTH_PER_THREAD_BPS = 8e9
+DEFAULT_L2_BANDWIDTH_FACTOR = 4.0  # cache-resident streams vs DRAM, when not measured
 # Assumed when neither cpufreq, the model name nor /proc/cpuinfo gives a clock.
 DEFAULT_CLOCK_HZ = 2.0e9
 
@@ -272,13 +273,24 @@ def local_cpu_device(threads: int = 1, measure_bandwidth: bool = True) -> Device
         sources["l2_bytes"] = (f"{_SYS_CPU0}/cache: {size / 1024:.0f} KiB L2 shared by {sharing} "
                                f"logical CPU(s) x {instances} instance(s) for {threads} thread(s)")
 
+    l2_bw = None
+    if l2 and measure_bandwidth:
+        l2_bw = measure_triad_bandwidth_bps(threads, array_bytes=l2 / 4)
+        sources["l2_bandwidth_bps"] = (
+            "measured: the same triad on arrays of a quarter of L2 (cache-resident)")
+    elif l2:
+        l2_bw = DEFAULT_L2_BANDWIDTH_FACTOR * bandwidth
+        sources["l2_bandwidth_bps"] = (f"not measured: {DEFAULT_L2_BANDWIDTH_FACTOR:g}x the "
+                                       "DRAM figure (perfcast default)")
+
     overhead = measure_call_overhead_s()
     sources["kernel_launch_overhead_s"] = (
         "measured: median seconds of one numpy ufunc call (np.add) on 1-element fp32 arrays")
 
     return Device(
+        kind="cpu",
         name=CPU_DEVICE_NAME, vendor=info.vendor, arch=info.model, sm_count=threads,
         boost_clock_hz=clock, dense_peak_flops={DType.FP32: peak},
         hbm_capacity_bytes=capacity, hbm_bandwidth_bps=bandwidth, l2_bytes=l2,
-        kernel_launch_overhead_s=overhead, sources=sources,
+        l2_bandwidth_bps=l2_bw, kernel_launch_overhead_s=overhead, sources=sources,
     )

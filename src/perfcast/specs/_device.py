@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from perfcast.errors import InputError
@@ -19,9 +22,10 @@ class Device(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
+    kind: Literal["gpu", "cpu"] = "gpu"
     vendor: str
     arch: str
-    sm_count: int = Field(gt=0, description="SMs (NVIDIA) or compute units (AMD)")
+    sm_count: int = Field(gt=0, description="SMs (NVIDIA), compute units (AMD), cores (CPU)")
     boost_clock_hz: float | None = Field(default=None, gt=0)
     dense_peak_flops: dict[DType, float] = Field(
         description="dense peak FLOP/s (OP/s for int) per math dtype"
@@ -29,6 +33,8 @@ class Device(BaseModel):
     hbm_capacity_bytes: float = Field(gt=0)
     hbm_bandwidth_bps: float = Field(gt=0, description="device-memory bandwidth, bytes/s")
     l2_bytes: float | None = Field(default=None, gt=0)
+    l2_bandwidth_bps: float | None = Field(
+        default=None, gt=0, description="streaming bandwidth when the working set fits in L2")
     smem_per_sm_bytes: float | None = Field(default=None, gt=0)
     tdp_w: float | None = Field(default=None, gt=0)
     nvlink_bandwidth_bps: float | None = Field(
@@ -52,6 +58,14 @@ class Device(BaseModel):
     def dtypes(self) -> list[str]:
         """The math dtypes this device has a peak for."""
         return [d.value for d in DType if d in self.dense_peak_flops]
+
+    def memory_bandwidth_bps(self, traffic_bytes: np.ndarray) -> np.ndarray:
+        """Bandwidth per kernel: L2's when its whole traffic fits in L2 and the spec gives an
+        L2 rate (measured CPUs), else device memory's (a two-level roofline)."""
+        traffic = np.asarray(traffic_bytes, dtype=float)
+        if self.l2_bandwidth_bps is None or self.l2_bytes is None:
+            return np.full(traffic.shape, self.hbm_bandwidth_bps)
+        return np.where(traffic <= self.l2_bytes, self.l2_bandwidth_bps, self.hbm_bandwidth_bps)
 
     def peak_flops(self, dtype: DType | str, field: str = "dtype") -> float:
         """Dense peak FLOP/s for a math dtype; an InputError when the device has none."""

@@ -123,6 +123,17 @@ class Calibration:
         return Calibration(self.families, self.residuals, devices, prov)
 
 
+# TensorRT-LLM's decode kernel (XQA) handles up to 32 query heads per KV head; wider groups
+# fall back to a generic kernel 20-50x slower per byte (AIConfigurator H100 data).
+WIDE_GQA_GROUP = 32
+
+
+def _wide_gqa(rows: pd.DataFrame) -> np.ndarray:
+    group = rows["heads"].to_numpy(dtype=float) / rows["kv_heads"].to_numpy(dtype=float)
+    decode = (rows["family"] == "attn_decode").to_numpy() & (rows["op"] == "attn").to_numpy()
+    return decode & np.nan_to_num(group > WIDE_GQA_GROUP, nan=False).astype(bool)
+
+
 def measurement_ops(rows: pd.DataFrame) -> pd.DataFrame:
     """Measurement-store rows as op-table rows (all traffic counted as bytes_read); the op
     name carries the weight and KV-cache dtypes when they differ from the math dtype
@@ -130,7 +141,8 @@ def measurement_ops(rows: pd.DataFrame) -> pd.DataFrame:
     dtype = rows["dtype"].astype(str)
     wdt, kvdt = rows["weight_dtype"].astype(str), rows["kv_dtype"].fillna("").astype(str)
     op = (rows["op"].astype(str) + np.where(wdt != dtype, "/w" + wdt, "")
-          + np.where((kvdt != "") & (kvdt != dtype), "/kv" + kvdt, ""))
+          + np.where((kvdt != "") & (kvdt != dtype), "/kv" + kvdt, "")
+          + np.where(_wide_gqa(rows), "/wide_gqa", ""))
     b = np.maximum(np.rint(rows["b"].fillna(1).to_numpy(dtype=float)), 1).astype("int64")
     out = pd.DataFrame({
         "layer": "bench", "op": op.to_numpy(), "family": rows["family"].astype(str).to_numpy(),
@@ -204,7 +216,7 @@ def _fit_targets(cal: Calibration, target: pd.DataFrame, devices: dict[str, Devi
         own = fit_family(fam, prep, lat / shared, grp, init=cal.families[fam],
                          prior_weight=TARGET_PRIOR_WEIGHT)
         modelled = evaluate(own, prep) * shared
-        near = NeighbourResidual.fit(measurement_ops(rows), np.log(lat / modelled))
+        near = NeighbourResidual.fit(measurement_ops(rows), dts, np.log(lat / modelled))
         out.setdefault(name, {})[f"{family}/{dtype}"] = DeviceCorrection(
             params=own, residual=near, rows=len(rows))
     return out
@@ -251,7 +263,7 @@ class PhysicsModel:
             t = evaluate(params, prep)
             log_fix = self.calibration.residuals[fam].correction(bins, dts)
             if corr is not None:
-                log_fix = log_fix + corr.residual.correction(part)
+                log_fix = log_fix + corr.residual.correction(part, dts)
             out[idx] = np.maximum(t * np.exp(log_fix), out[idx])  # never beat the roofline
         comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
         return np.where(comm, 0.0, out)

@@ -130,7 +130,8 @@ def regime_coords(ops: pd.DataFrame, device: Device, t_compute: np.ndarray,
                   t_memory: np.ndarray) -> np.ndarray:
     """Where a kernel sits relative to *this* device, so shape effects learned on one GPU
     transfer to another: log2 of compute/memory time balance (ridge at 0), of roofline time
-    in microseconds (the fixed-cost regime), and of output tiles per SM (occupancy)."""
+    in microseconds (the fixed-cost regime), of output tiles per SM (occupancy), and of the
+    reduction depth k (GEMM main-loop length, attention head dim)."""
     tiny = 1e-12
     balance = np.log2(np.maximum(t_compute, tiny) / np.maximum(t_memory, tiny))
     size = np.log2(np.maximum(np.maximum(t_compute, t_memory) * 1e6, 1e-3))
@@ -138,7 +139,8 @@ def regime_coords(ops: pd.DataFrame, device: Device, t_compute: np.ndarray,
     tiles = np.maximum(rows / 128.0, 1.0) * np.maximum(ops["n"].to_numpy(dtype=float) / 128.0,
                                                        1.0)
     occupancy = np.log2(tiles / device.sm_count)
-    return np.column_stack([balance, size, occupancy])
+    depth = np.log2(np.maximum(ops["k"].to_numpy(dtype=float), 1.0))
+    return np.column_stack([balance, size, occupancy, depth])
 
 
 def variants(ops: pd.DataFrame) -> np.ndarray:

@@ -16,7 +16,7 @@ __all__ = ["NeighbourResidual", "ResidualGrid", "regime_bins", "shape_bins"]
 MAX_BIN = 20
 # (scope, dims of (m, n, k)): main effects, then pairwise, then the full cell, first shared by
 # all kernel variants (so a variant never measured still gets them), then per variant.
-_DIMS = ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2))
+_DIMS = ((0,), (1,), (2,), (3,), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (0, 1, 2, 3))
 _LEVELS = tuple(("any", d) for d in _DIMS[:-1]) + tuple(("variant", d) for d in _DIMS)
 
 
@@ -39,7 +39,7 @@ def shape_bins(ops: pd.DataFrame) -> np.ndarray:
 
 
 def _level_name(level: tuple[str, tuple[int, ...]]) -> str:
-    return f"{level[0]}:{''.join('mnk'[i] for i in level[1])}"
+    return f"{level[0]}:{''.join('mnkd'[i] for i in level[1])}"
 
 
 def _keys(bins: np.ndarray, dtypes: np.ndarray, level: tuple[str, tuple[int, ...]]
@@ -96,35 +96,44 @@ class ResidualGrid:
 @dataclass
 class NeighbourResidual:
     """A device's own measured residuals, interpolated by inverse-distance over the nearest
-    sampled shapes in log2 (b·m, n, k) — the target-measured tier's last correction. Points far
-    from every sample fade back to no correction."""
+    sampled shapes of the same kernel variant in log2 (b·m, n, k) — the target-measured tier's
+    last correction. Points far from every sample fade back to no correction."""
 
-    points: list[list[float]]  # [log2 b·m, log2 n, log2 k, log residual]
+    points: dict[str, list[list[float]]]  # variant -> [log2 b·m, log2 n, log2 k, log residual]
     neighbours: int = 6
     prior_distance: float = 3.0  # a zero-residual pseudo-neighbour at this distance
 
     @classmethod
-    def fit(cls, ops: pd.DataFrame, log_residual: np.ndarray, max_points: int = 4000,
-            seed: int = 0) -> NeighbourResidual:
+    def fit(cls, ops: pd.DataFrame, keys: np.ndarray, log_residual: np.ndarray,
+            max_points: int = 4000, seed: int = 0) -> NeighbourResidual:
         coords = _log_shape(ops)
         pts = np.column_stack([coords, np.asarray(log_residual, dtype=float)])
-        if len(pts) > max_points:
-            keep = np.random.default_rng(seed).choice(len(pts), max_points, replace=False)
-            pts = pts[np.sort(keep)]
-        return cls(points=np.round(pts, 5).tolist())
+        out: dict[str, list[list[float]]] = {}
+        for key in sorted(set(keys)):
+            own = pts[keys == key]
+            if len(own) > max_points:
+                keep = np.random.default_rng(seed).choice(len(own), max_points, replace=False)
+                own = own[np.sort(keep)]
+            out[str(key)] = np.round(own, 5).tolist()
+        return cls(points=out)
 
-    def correction(self, ops: pd.DataFrame) -> np.ndarray:
+    def correction(self, ops: pd.DataFrame, keys: np.ndarray) -> np.ndarray:
         from scipy.spatial import cKDTree
 
-        if not self.points or not len(ops):
-            return np.zeros(len(ops))
-        pts = np.asarray(self.points, dtype=float)
-        k = min(self.neighbours, len(pts))
-        dist, idx = cKDTree(pts[:, :3]).query(_log_shape(ops), k=k)
-        dist, idx = dist.reshape(len(ops), k), idx.reshape(len(ops), k)
-        w = 1.0 / (dist + 0.25) ** 2
-        prior = 1.0 / (self.prior_distance + 0.25) ** 2
-        return (w * pts[idx, 3]).sum(axis=1) / (w.sum(axis=1) + prior)
+        out = np.zeros(len(ops))
+        coords = _log_shape(ops)
+        for key in set(keys):
+            if not self.points.get(key):
+                continue
+            pts = np.asarray(self.points[key], dtype=float)
+            sel = keys == key
+            k = min(self.neighbours, len(pts))
+            dist, idx = cKDTree(pts[:, :3]).query(coords[sel], k=k)
+            dist, idx = dist.reshape(sel.sum(), k), idx.reshape(sel.sum(), k)
+            w = 1.0 / (dist + 0.25) ** 2
+            prior = 1.0 / (self.prior_distance + 0.25) ** 2
+            out[sel] = (w * pts[idx, 3]).sum(axis=1) / (w.sum(axis=1) + prior)
+        return out
 
     def to_dict(self) -> dict:
         return {"points": self.points, "neighbours": self.neighbours,

@@ -26,7 +26,8 @@ def _rows(device: str, n: int, seed: int) -> pd.DataFrame:
     m, nn, k = (2.0 ** rng.integers(0, 14, n) for _ in range(3))
     return pd.DataFrame({
         "device": device, "family": "gemm", "op": "gemm", "dtype": "bf16",
-        "weight_dtype": "bf16", "kv_dtype": "", "b": 1.0, "m": m, "n": nn, "k": k,
+        "weight_dtype": "bf16", "kv_dtype": "", "heads": np.nan, "kv_heads": np.nan, "b": 1.0,
+        "m": m, "n": nn, "k": k,
         "flops": 2 * m * nn * k,
         "bytes": 2 * (m * k + nn * k + m * nn), "timing": "cuda_graph", "latency_s": 1.0})
 

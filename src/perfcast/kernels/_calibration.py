@@ -129,7 +129,8 @@ WIDE_GQA_GROUP = 32
 
 
 def _wide_gqa(rows: pd.DataFrame) -> np.ndarray:
-    group = rows["heads"].to_numpy(dtype=float) / rows["kv_heads"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):  # non-attention rows have NaN heads
+        group = rows["heads"].to_numpy(dtype=float) / rows["kv_heads"].to_numpy(dtype=float)
     decode = (rows["family"] == "attn_decode").to_numpy() & (rows["op"] == "attn").to_numpy()
     return decode & np.nan_to_num(group > WIDE_GQA_GROUP, nan=False).astype(bool)
 

@@ -36,7 +36,7 @@ def _unpack(theta: np.ndarray, family: str, classes: list[str], timings: list[st
     elif "simt" in base.compute_intercept:
         intercept["simt"] = base.compute_intercept["simt"]
     power, mem, bw = next(it), next(it), next(it)
-    block_bw = float(np.exp(next(it)))
+    block_bw = float(np.exp(next(it)))  # blocks per SM that saturate bandwidth
     block_time = float(np.exp(next(it)))
     fixed = {c: float(np.exp(next(it))) for c in classes}
     fixed.update(_class_medians(fixed))
@@ -47,7 +47,7 @@ def _unpack(theta: np.ndarray, family: str, classes: list[str], timings: list[st
     return FamilyParams(family=family, compute_intercept={k: float(v) for k, v in
                                                            intercept.items()},
                         power_slope=float(power), memory_intercept=float(mem),
-                        bandwidth_slope=float(bw), block_bandwidth_bps=block_bw,
+                        bandwidth_slope=float(bw), blocks_per_sm_to_saturate=block_bw,
                         block_time_s=block_time,
                         fixed_s=fixed, launch_s=launch,
                         smoothness=q)
@@ -76,7 +76,7 @@ def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.nd
     if has_simt:
         theta0.append(base.compute_intercept.get("simt", 1.5))
     theta0 += [base.power_slope, base.memory_intercept, base.bandwidth_slope,
-               np.log(base.block_bandwidth_bps), np.log(base.block_time_s)]
+               np.log(base.blocks_per_sm_to_saturate), np.log(base.block_time_s)]
     theta0 += [np.log(base.fixed_s.get(c, 3e-6)) for c in classes]
     theta0 += [np.log(max(base.launch_s.get(t, 8e-6), 1e-7)) for t in timings]
     theta0.append(np.log(max(base.smoothness - 1.0, 1.5)))
@@ -91,7 +91,7 @@ def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.nd
         lower[power_at], upper[power_at] = -1e-9, 1e-9
         theta0[power_at] = 0.0
     lower[power_at + 2], upper[power_at + 2] = -2.0, 2.0  # bandwidth slope stays mild
-    lower[power_at + 3], upper[power_at + 3] = np.log(1e9), np.log(1e12)  # per-block B/s
+    lower[power_at + 3], upper[power_at + 3] = np.log(0.05), np.log(64.0)  # blocks per SM
     times = slice(power_at + 4, len(theta0) - 1)  # block, fixed, launch seconds, as logs
     lower[times], upper[times] = np.log(1e-8), np.log(1e-2)
     theta0 = list(np.clip(theta0, lower + 1e-9, upper - 1e-9))

@@ -5,10 +5,12 @@
 
 η_c = σ(a_math + b·log(P/TDP)): tensor cores lose efficiency as peak FLOP/s per watt grows
 (clocks drop under the power limit: L40S, Blackwell, FP8/FP4 run further below peak than
-A100 BF16). η_m = σ(m0 + m1·log BW), capped by what the kernel's thread blocks can keep in
-flight (blocks x per-block bandwidth / BW). T_b: every thread block lives at least t_block, so
-kernels of many tiny blocks (decode attention over thousands of sequences) are bound by waves
-of blocks rather than by bytes or FLOPs. t_fixed is the kernel's fixed cost per dtype class plus
+A100 BF16). η_m = σ(m0 + m1·log BW), capped by what the kernel's thread blocks keep in
+flight: (blocks / SMs) / k of the bandwidth, k blocks per SM saturating it (Little's law in
+units that carry across generations, since each SM's share of bandwidth grows with BW).
+T_b: every thread block lives at least t_block, so kernels of many tiny blocks (decode
+attention over thousands of sequences) are bound by waves of blocks, not bytes or FLOPs.
+t_fixed is the kernel's fixed cost per kernel variant plus
 the launch cost of the timing method; t_quant is the dynamic-quantisation pass of FP8/FP4
 GEMMs (reads 16-bit activations, writes the narrow copy). η_c, η_m ≤ 1, t_fixed ≥ 0 and the
 smooth max is ≥ max(T_c, T_m), so a forecast never beats the roofline.
@@ -25,7 +27,7 @@ from perfcast.kernels._roofline import peak_flops, thread_blocks, wave_quantizat
 from perfcast.specs import Device, bytes_per_element
 
 __all__ = ["FamilyParams", "Prepared", "concat_prepared", "device_features", "evaluate",
-           "predict_family", "prepare", "regime_coords", "variants"]
+           "prepare", "regime_coords", "variants"]
 
 QUANTISED_GEMM_DTYPES = ("fp8", "fp4", "int8")
 DEFAULT_TDP_W = 300.0  # for spec sheets without a TDP (none of the shipped GPUs lacks one)
@@ -45,7 +47,7 @@ class FamilyParams:
     power_slope: float = 0.0
     memory_intercept: float = 1.5
     bandwidth_slope: float = 0.0
-    block_bandwidth_bps: float = 50e9  # what one thread block can stream (Little's law)
+    blocks_per_sm_to_saturate: float = 2.0  # resident blocks per SM that saturate bandwidth
     block_time_s: float = 1e-6  # shortest life of one thread block (prologue, epilogue)
     fixed_s: dict[str, float] = field(default_factory=lambda: {"default": 2e-6})
     launch_s: dict[str, float] = field(default_factory=lambda: {"cuda_graph": 0.0})
@@ -60,10 +62,11 @@ class FamilyParams:
 
     def fixed_for(self, variant: np.ndarray, dtype_class: np.ndarray) -> np.ndarray:
         """Fixed seconds per row: the variant's own, else its dtype class's, else default."""
-        default = self.fixed_s.get("default", min(self.fixed_s.values()))
-        by_variant = pd.Series(variant).map(self.fixed_s)
-        by_class = pd.Series(dtype_class).map(self.fixed_s)
-        return by_variant.fillna(by_class).fillna(default).to_numpy(dtype=float)
+        table = self.fixed_s
+        default = table.get("default", min(table.values()))
+        return np.fromiter((table.get(v, table.get(c, default))
+                            for v, c in zip(variant, dtype_class, strict=True)),
+                           dtype=float, count=len(variant))
 
     def launch_for(self, timing: np.ndarray) -> np.ndarray:
         known = {t: self.launch_s.get(t, max(self.launch_s.values())) for t in np.unique(timing)}
@@ -89,7 +92,7 @@ class Prepared:
 
     t_compute: np.ndarray  # F·u / P
     t_memory: np.ndarray  # B / BW
-    blocks_bw: np.ndarray  # thread blocks / BW: x block_bandwidth gives the reachable fraction
+    blocks_per_sm: np.ndarray  # thread blocks / SMs
     block_waves: np.ndarray  # ceil(thread blocks / SMs)
     t_quant: np.ndarray  # quantisation pass bytes / BW (0 for non-quantised rows)
     log_flops_per_w: np.ndarray
@@ -153,9 +156,9 @@ def variants(ops: pd.DataFrame) -> np.ndarray:
 def _block_terms(ops: pd.DataFrame, device: Device) -> dict[str, np.ndarray]:
     """Thread-block limits; a CPU runs no thread blocks, so neither limit applies there."""
     if device.kind == "cpu":
-        return {"blocks_bw": np.full(len(ops), np.inf), "block_waves": np.zeros(len(ops))}
+        return {"blocks_per_sm": np.full(len(ops), np.inf), "block_waves": np.zeros(len(ops))}
     blocks = thread_blocks(ops)
-    return {"blocks_bw": blocks / device.hbm_bandwidth_bps,
+    return {"blocks_per_sm": blocks / device.sm_count,
             "block_waves": np.ceil(blocks / device.sm_count)}
 
 
@@ -172,7 +175,7 @@ def evaluate(params: FamilyParams, prep: Prepared) -> np.ndarray:
     eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * prep.log_bw_tbps)
     t_c = prep.t_compute / eta_c
     # Few thread blocks cannot keep enough bytes in flight to reach the device bandwidth.
-    reach = np.minimum(eta_m, prep.blocks_bw * params.block_bandwidth_bps)
+    reach = np.minimum(eta_m, prep.blocks_per_sm / params.blocks_per_sm_to_saturate)
     t_m = prep.t_memory / reach
     t_b = prep.block_waves * params.block_time_s
     q = params.smoothness
@@ -181,9 +184,3 @@ def evaluate(params: FamilyParams, prep: Prepared) -> np.ndarray:
     fixed = params.fixed_for(prep.variant, prep.dtype_class)
     launch = params.launch_for(prep.timing)
     return fixed + launch + prep.t_quant / eta_m + busy
-
-
-def predict_family(params: FamilyParams, ops: pd.DataFrame, device: Device,
-                   timing: np.ndarray) -> np.ndarray:
-    """Seconds per op row of one family on one device."""
-    return evaluate(params, prepare(ops, device, timing))

@@ -1,8 +1,11 @@
-"""Shape-dependent residual correction: mean log-error per log2-shape cell, shrunk to zero.
+"""Residual corrections of the physical kernel model, stored as plain JSON.
 
 What the physical form misses (tile-shape efficiency, L2 reuse, kernel selection) shows up as
-a smooth function of the shape; a coarse table in log2(m, n, k) with back-off to coarser
-cells captures it without a black-box regressor, and stores as plain JSON."""
+a smooth function of where a kernel sits on its device. `ResidualGrid` (shared by all devices,
+the cross-generation tier) is an additive table of mean log-errors over half-octave cells of
+the device-normalised coordinates of `regime_coords` — balance, size, occupancy, depth —
+shrunk toward zero. `NeighbourResidual` (one device's own, the target-measured tier)
+interpolates that device's measured residuals between nearby measured shapes."""
 
 from __future__ import annotations
 
@@ -11,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["NeighbourResidual", "ResidualGrid", "regime_bins", "shape_bins"]
+__all__ = ["NeighbourResidual", "ResidualGrid", "regime_bins"]
 
-MAX_BIN = 20
-# (scope, dims of (m, n, k)): main effects, then pairwise, then the full cell, first shared by
-# all kernel variants (so a variant never measured still gets them), then per variant.
+# (scope, dims of (balance, size, occupancy, depth)): main effects, then pairs, then the full
+# cell, first shared by all kernel variants (so a variant never measured still gets them), then
+# per variant.
 _DIMS = ((0,), (1,), (2,), (3,), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3), (0, 1, 2, 3))
 _LEVELS = tuple(("any", d) for d in _DIMS[:-1]) + tuple(("variant", d) for d in _DIMS)
 
@@ -32,14 +35,14 @@ def regime_bins(regime: np.ndarray, per_unit: float = 2.0) -> np.ndarray:
     return np.clip(np.floor(regime * per_unit), -60, 60).astype(int)
 
 
-def shape_bins(ops: pd.DataFrame) -> np.ndarray:
-    """Integer log2 bins of (b·m, n, k) per row, clipped to [0, MAX_BIN]."""
-    return np.stack([np.clip(np.round(np.log2(np.maximum(c, 1.0))), 0, MAX_BIN).astype(int)
-                     for c in _shape(ops)], axis=1)
+def _lookup(keys: np.ndarray, table: dict[str, float]) -> np.ndarray:
+    """table[key] per key, 0 where absent (a plain dict lookup: cheap for the few rows of a
+    forecast, fine for the many of a fit)."""
+    return np.fromiter((table.get(k, 0.0) for k in keys), dtype=float, count=len(keys))
 
 
 def _level_name(level: tuple[str, tuple[int, ...]]) -> str:
-    return f"{level[0]}:{''.join('mnkd'[i] for i in level[1])}"
+    return f"{level[0]}:{''.join('bsod'[i] for i in level[1])}"
 
 
 def _keys(bins: np.ndarray, dtypes: np.ndarray, level: tuple[str, tuple[int, ...]]
@@ -53,7 +56,7 @@ def _keys(bins: np.ndarray, dtypes: np.ndarray, level: tuple[str, tuple[int, ...
 
 @dataclass
 class ResidualGrid:
-    """log(measured / modelled) per cell at three back-off levels."""
+    """log(measured / modelled) per cell, summed over main-effect, pair and full-cell levels."""
 
     cells: dict[str, dict[str, float]] = field(default_factory=dict)
     shrink_rows: float = 5.0
@@ -72,7 +75,7 @@ class ResidualGrid:
             table = (stats["sum"] / (stats["count"] + shrink_rows)).round(6)
             name = _level_name(level)
             grid.cells[name] = {k: float(v) for k, v in sorted(table.items())}
-            remaining -= pd.Series(keys).map(grid.cells[name]).fillna(0.0).to_numpy()
+            remaining -= _lookup(keys, grid.cells[name])
         return grid
 
     def correction(self, bins: np.ndarray, variants: np.ndarray) -> np.ndarray:
@@ -81,8 +84,7 @@ class ResidualGrid:
         for level in _LEVELS:
             table = self.cells.get(_level_name(level), {})
             if table:
-                keys = pd.Series(_keys(bins, variants, level))
-                total += keys.map(table).fillna(0.0).to_numpy()
+                total += _lookup(_keys(bins, variants, level), table)
         return total
 
     def to_dict(self) -> dict:

@@ -32,7 +32,7 @@ from perfcast.specs import get_device
 __all__ = ["KernelSplit", "TARGETS", "kernel_splits", "summarise", "validate_kernels"]
 
 TARGET_FRACTION = 0.10
-GENERATION_TRAIN = ("a100-sxm4-80gb", "h100-sxm", "h200-sxm", "l40s")
+GENERATION_TRAIN = ("a100-sxm4-80gb", "h100-sxm", "h200-sxm")
 GENERATION_TEST = ("b200-sxm", "b300-sxm", "gb200")
 NEUSIGHT_TRAIN = ("p100-pcie-16gb", "p4", "t4", "v100-pcie-32gb", "a100-pcie-40gb")
 NEUSIGHT_TEST = ("h100-sxm", "l4", "a100-pcie-80gb")

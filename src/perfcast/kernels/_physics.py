@@ -64,24 +64,40 @@ class FamilyParams:
         """Fixed seconds per row: the variant's own, else its dtype class's, else default."""
         table = self.fixed_s
         default = table.get("default", min(table.values()))
-        return np.fromiter((table.get(v, table.get(c, default))
-                            for v, c in zip(variant, dtype_class, strict=True)),
-                           dtype=float, count=len(variant))
+        codes, uniques = _pair_codes(variant, dtype_class)
+        values = np.array([table.get(v, table.get(c, default)) for v, c in uniques])
+        return values[codes] if len(codes) else np.zeros(0)
 
     def launch_for(self, timing: np.ndarray) -> np.ndarray:
-        known = {t: self.launch_s.get(t, max(self.launch_s.values())) for t in np.unique(timing)}
-        return np.array([known[t] for t in timing]) if len(timing) else np.zeros(0)
+        worst = max(self.launch_s.values())
+        return _per_unique(timing, lambda t: self.launch_s.get(t, worst)).astype(float)
 
 
 def _dtype_class(dtype: str) -> str:
     return {"bf16": "16bit", "fp16": "16bit", "tf32": "fp32"}.get(dtype, dtype)
 
 
+def _per_unique(values: np.ndarray, fn) -> np.ndarray:
+    """fn applied once per distinct value, broadcast back (hash-based, cheap on 10^6 rows)."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    mapped = np.array([fn(u) for u in uniques], dtype=object)
+    return mapped[codes] if len(codes) else np.zeros(0, dtype=object)
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
+    """Codes of distinct (a, b) pairs and the pairs themselves."""
+    ca, ua = pd.factorize(np.asarray(a, dtype=object))
+    cb, ub = pd.factorize(np.asarray(b, dtype=object))
+    combined = ca.astype(np.int64) * max(len(ub), 1) + cb
+    uniq, codes = np.unique(combined, return_inverse=True)
+    pairs = [(ua[u // max(len(ub), 1)], ub[u % max(len(ub), 1)]) for u in uniq]
+    return codes, pairs
+
+
 def device_features(device: Device, dtypes: np.ndarray) -> dict[str, np.ndarray]:
     """log(peak TFLOP/s per watt) per row's dtype and log(bandwidth in TB/s)."""
     tdp = device.tdp_w or DEFAULT_TDP_W
-    peaks = {d: device.dense_peak_flops.get(d, np.nan) for d in np.unique(dtypes)}
-    peak = np.array([peaks[d] for d in dtypes], dtype=float)
+    peak = _per_unique(dtypes, lambda d: device.dense_peak_flops.get(d, np.nan)).astype(float)
     return {"log_flops_per_w": np.log(peak / 1e12 / tdp),
             "log_bw_tbps": np.full(len(dtypes), np.log(device.hbm_bandwidth_bps / 1e12))}
 
@@ -123,7 +139,7 @@ def prepare(ops: pd.DataFrame, device: Device, timing: np.ndarray) -> Prepared:
         **_block_terms(ops, device),
         log_flops_per_w=np.nan_to_num(feats["log_flops_per_w"], nan=0.0),
         log_bw_tbps=feats["log_bw_tbps"], simt=dtypes == "fp32",
-        dtype_class=np.array([_dtype_class(d) for d in dtypes], dtype=object),
+        dtype_class=_per_unique(dtypes, _dtype_class),
         variant=variants(ops), timing=np.asarray(timing, dtype=object),
         regime=regime_coords(ops, device, t_compute,
                              traffic / device.memory_bandwidth_bps(traffic)))
@@ -149,8 +165,11 @@ def regime_coords(ops: pd.DataFrame, device: Device, t_compute: np.ndarray,
 def variants(ops: pd.DataFrame) -> np.ndarray:
     """Kernel implementation key per row: the op name (before any ':' configuration suffix)
     and the math dtype."""
-    op = ops["op"].astype(str).str.split(":", n=1).str[0]
-    return (op + "/" + ops["dtype"].astype(str)).to_numpy(dtype=object)
+    codes, uniques = _pair_codes(ops["op"].to_numpy(dtype=object),
+                                 ops["dtype"].to_numpy(dtype=object))
+    names = np.array([f"{str(op).split(':', 1)[0]}/{dtype}" for op, dtype in uniques],
+                     dtype=object)
+    return names[codes] if len(codes) else np.zeros(0, dtype=object)
 
 
 def _block_terms(ops: pd.DataFrame, device: Device) -> dict[str, np.ndarray]:

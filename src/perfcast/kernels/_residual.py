@@ -41,6 +41,17 @@ def _lookup(keys: np.ndarray, table: dict[str, float]) -> np.ndarray:
     return np.fromiter((table.get(k, 0.0) for k in keys), dtype=float, count=len(keys))
 
 
+_BIN_OFFSET, _BIN_BITS, _VARIANT_SHIFT = 60, 7, 28  # bins in [-60, 60] -> 7 bits, 4 dims
+
+
+def _pack(bins: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """Bins of the chosen dims packed into one int64 per row (7 bits each)."""
+    out = np.zeros(len(bins), dtype=np.int64)
+    for i, d in enumerate(dims):
+        out |= (bins[:, d].astype(np.int64) + _BIN_OFFSET) << (_BIN_BITS * i)
+    return out
+
+
 def _level_name(level: tuple[str, tuple[int, ...]]) -> str:
     return f"{level[0]}:{''.join('bsod'[i] for i in level[1])}"
 
@@ -60,6 +71,7 @@ class ResidualGrid:
 
     cells: dict[str, dict[str, float]] = field(default_factory=dict)
     shrink_rows: float = 5.0
+    _compiled: dict | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def fit(cls, bins: np.ndarray, variants: np.ndarray, log_residual: np.ndarray,
@@ -79,13 +91,48 @@ class ResidualGrid:
         return grid
 
     def correction(self, bins: np.ndarray, variants: np.ndarray) -> np.ndarray:
-        """Summed log-corrections of all levels for each row (0 where a cell is unseen)."""
+        """Summed log-corrections of all levels for each row (0 where a cell is unseen).
+        Vectorised: cells are looked up as packed integers in sorted arrays."""
+        compiled = self._compile()
+        codes, uniques = pd.factorize(pd.Series(variants, dtype=object))
+        ids = np.array([compiled["variants"].get(v, -1) for v in uniques], dtype=np.int64)
+        row_ids = ids[codes] if len(codes) else np.zeros(0, dtype=np.int64)
         total = np.zeros(len(bins))
         for level in _LEVELS:
-            table = self.cells.get(_level_name(level), {})
-            if table:
-                total += _lookup(_keys(bins, variants, level), table)
+            keys, values = compiled["levels"][_level_name(level)]
+            if not len(keys):
+                continue
+            packed = _pack(bins, level[1])
+            if level[0] == "variant":
+                packed = packed | (np.maximum(row_ids, 0) << _VARIANT_SHIFT)
+            pos = np.clip(np.searchsorted(keys, packed), 0, len(keys) - 1)
+            hit = keys[pos] == packed
+            if level[0] == "variant":
+                hit &= row_ids >= 0
+            total += np.where(hit, values[pos], 0.0)
         return total
+
+    def _compile(self) -> dict:
+        """Integer-keyed sorted tables built once from the JSON string keys."""
+        if self._compiled is None:
+            variants: dict[str, int] = {}
+            levels = {}
+            for level in _LEVELS:
+                name = _level_name(level)
+                packed, values = [], []
+                for key, value in self.cells.get(name, {}).items():
+                    variant, _, cell = key.rpartition("|")
+                    code = np.array([[int(x) for x in cell.split(",")]])
+                    k = int(_pack(code, tuple(range(code.shape[1])))[0])
+                    if level[0] == "variant":
+                        k |= variants.setdefault(variant, len(variants)) << _VARIANT_SHIFT
+                    packed.append(k)
+                    values.append(value)
+                order = np.argsort(packed)
+                levels[name] = (np.asarray(packed, dtype=np.int64)[order],
+                                np.asarray(values, dtype=float)[order])
+            self._compiled = {"variants": variants, "levels": levels}
+        return self._compiled
 
     def to_dict(self) -> dict:
         return {"shrink_rows": self.shrink_rows, "cells": self.cells}
@@ -104,6 +151,7 @@ class NeighbourResidual:
     points: dict[str, list[list[float]]]  # variant -> [log2 b·m, log2 n, log2 k, log residual]
     neighbours: int = 6
     prior_distance: float = 3.0  # a zero-residual pseudo-neighbour at this distance
+    _trees: dict = field(default_factory=dict, repr=False, compare=False)  # built on first use
 
     @classmethod
     def fit(cls, ops: pd.DataFrame, keys: np.ndarray, log_residual: np.ndarray,
@@ -127,10 +175,11 @@ class NeighbourResidual:
         for key in set(keys):
             if not self.points.get(key):
                 continue
-            pts = np.asarray(self.points[key], dtype=float)
+            pts, tree = self._trees.get(key) or self._trees.setdefault(
+                key, (pts := np.asarray(self.points[key], dtype=float), cKDTree(pts[:, :3])))
             sel = keys == key
             k = min(self.neighbours, len(pts))
-            dist, idx = cKDTree(pts[:, :3]).query(coords[sel], k=k)
+            dist, idx = tree.query(coords[sel], k=k)
             dist, idx = dist.reshape(sel.sum(), k), idx.reshape(sel.sum(), k)
             w = 1.0 / (dist + 0.25) ** 2
             prior = 1.0 / (self.prior_distance + 0.25) ** 2

@@ -29,9 +29,8 @@ ELEM = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0
 SHAPE = ["b", "m", "n", "k", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len",
          "window"]
 STRINGS = [c for c, t in STORE_COLUMNS.items() if t == "string"]
-# Vidur's profiler (CudaTimer with kineto / record_function) sums the GPU time of the op's kernels:
-# launch latency is NOT included (1 us residual adds). The schema has no such method yet; the
-# brief asked for cuda_event. Change here if the schema gains a "kineto" timing.
+# Vidur's profiler (CudaTimer with kineto / record_function) sums the GPU time of the op's
+# kernels: no launch latency (the smallest adds are ~1 us), hence the "kineto" timing method.
 VIDUR_TIMING = "kineto"
 
 # ---------------------------------------------------------------------------------------------

@@ -114,3 +114,12 @@ def test_shipped_model_never_beats_the_roofline(m, n, k, device, dtype):
                          "dtype": dtype, "count": 1}])
     t = PhysicsModel(shipped_calibration()).kernel_times(row, dev)[0]
     assert t >= roofline_times(row, dev, waves=False)[0]
+
+
+def test_shipped_calibration_reloads_bit_identically():
+    from importlib import resources
+
+    text = (resources.files("perfcast.kernels") / "data" / "calibration.json").read_text()
+    cal = Calibration.from_json(text)
+    assert cal.to_json() == text
+    assert cal.provenance["store_sha256_16"] and cal.provenance["seed"] == 0

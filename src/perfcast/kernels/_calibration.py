@@ -123,6 +123,8 @@ class Calibration:
         return Calibration(self.families, self.residuals, devices, prov)
 
 
+_TEXT = ("layer", "op", "family", "phase", "dtype")
+
 # TensorRT-LLM's decode kernel (XQA) handles up to 32 query heads per KV head; wider groups
 # fall back to a generic kernel 20-50x slower per byte (AIConfigurator H100 data).
 WIDE_GQA_GROUP = 32
@@ -250,6 +252,9 @@ class PhysicsModel:
                      timing: np.ndarray | None = None) -> np.ndarray:
         timing = np.full(len(ops), "cuda_graph", dtype=object) if timing is None else timing
         out = roofline_times(ops, device, waves=False)
+        # plain numpy-backed columns: row selection per group stays a cheap take
+        ops = pd.DataFrame({c: ops[c].to_numpy(dtype=object if c in _TEXT else None)
+                            for c in COLUMNS})
         groups = ops.groupby(["family", "dtype"], sort=True).indices
         own = self.calibration.devices.get(device.name, {})
         for (family, dtype), idx in groups.items():

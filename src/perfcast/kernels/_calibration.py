@@ -40,10 +40,10 @@ SCHEMA_VERSION = 1
 TARGET_PRIOR_WEIGHT = 0.01  # pull of a device refit toward the shared parameters
 CROSS_GENERATION = "cross_generation"
 TARGET_MEASURED = "target_measured"
-# Op families without measurements of their own borrow a measured family's parameters.
 # Fused MoE layers (AIConfigurator `moe`) are stored but not fitted: perfcast prices experts
 # as grouped GEMMs through the gemm family, so a `moe` fit would never be used.
 UNMODELLED_FAMILIES = frozenset({"moe"})
+# Op families without measurements of their own borrow a measured family's parameters.
 FALLBACK = {"kv_write": "elementwise", "rope": "elementwise", "embedding": "elementwise",
             "sampling": "softmax", "moe": "gemm", "conv": "gemm"}
 # The measured kernel a forecast row of each family stands for when its op name was never

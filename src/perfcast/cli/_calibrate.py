@@ -49,11 +49,11 @@ def calibrate(
     if out.exists() and not force:
         raise InputError("out", f"{out} exists; pass --force to overwrite", "a new path")
     spec = load_device(device, device_spec)
-    rows = check_measurements(_read(measurements), "measurements")
-    rows = rows[rows["device"] == spec.name]
+    table = check_measurements(_read(measurements), "measurements")
+    rows = table[table["device"] == spec.name]
     if rows.empty:
         raise InputError("device", f"no rows for {spec.name!r} in {measurements}",
-                         sorted(set(check_measurements(_read(measurements))["device"])))
+                         sorted(set(table["device"])))
     base = shipped_calibration()
     own = add_target_corrections(base, rows, devices={spec.name: spec})
     own.devices = {spec.name: own.devices.get(spec.name, {})}

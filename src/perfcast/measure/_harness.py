@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.errors import InputError
-from perfcast.measure._cpu import CPU_DEVICE_NAME
+from perfcast.measure._cpu import CPU_DEVICE_NAME, _median_ns
 from perfcast.measure._schema import STORE_COLUMNS, check_measurements
 from perfcast.specs import bytes_per_element, get_device
 
@@ -185,13 +185,7 @@ def _time_cpu(fn: Callable[[], object], repeats: int) -> float:
     fn()  # warm-up (also sizes the inner loop)
     once = max(time.perf_counter_ns() - start, 1)
     inner = max(1, min(_MAX_INNER, math.ceil(_MIN_REPEAT_NS / once)))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter_ns() - t0) / inner)
-    return statistics.median(samples) / 1e9
+    return _median_ns(fn, repeats, inner) / 1e9
 
 
 def _cpu_kernel(family: str, m: int, n: int, k: int,

@@ -25,9 +25,6 @@ def _read(path: Path) -> pd.DataFrame:
     df = table.to_pandas(types_mapper=strings.get)
     del table
     pa.default_memory_pool().release_unused()  # the Parquet decode buffers
-    # check_measurements takes set() of `timing`; over ~1M Arrow strings that costs a second,
-    # over a categorical a tenth of it. It casts the column back to "string".
-    df["timing"] = df["timing"].astype("category")
     return check_measurements(df, str(path))
 
 

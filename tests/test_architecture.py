@@ -34,8 +34,8 @@ PUBLIC = {
         "to_ops"},
     "perfcast.comm": {"COLLECTIVES", "CollectiveModel", "RingAlphaBeta", "ring_traffic_factor"},
     "perfcast.compose": {
-        "HOST_PROFILES", "Execution", "InferenceForecast", "StepForecast", "forecast_inference",
-        "host_overhead_s", "step_time"},
+        "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution", "InferenceForecast", "StepForecast",
+        "forecast_inference", "host_overhead_s", "kernel_sequence", "step_time"},
     "perfcast.validate": {
         "TARGETS", "KernelSplit", "gemm_baseline", "gemm_ops", "kernel_splits",
         "load_gemm_slice", "summarise", "validate_kernels"},

@@ -15,13 +15,42 @@ def test_breakdown_sums_to_step_time(llama7b, a100_box):
     assert f.time_s == pytest.approx(f.kernel_s + f.comm_s + f.launch_s + f.host_s)
 
 
-def test_cuda_graphs_remove_launch_overhead(llama7b, a100_box):
+class _Constant:
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def kernel_times(self, ops, device):
+        return np.full(len(ops), self.seconds)
+
+
+@pytest.mark.parametrize("kernel_s", [1e-6, 1e-3])
+def test_eager_is_the_slower_of_host_and_gpu(llama7b, a100_box, kernel_s):
     ops = step_ops(llama7b, Batch.decode(1, 100))
-    eager = step_time(ops, a100_box, Execution.EAGER)
-    graph = step_time(ops, a100_box, Execution.CUDA_GRAPH)
-    kernels = int(ops["count"][~ops["family"].isin(["allreduce"])].sum())
+    launches = int(ops["count"].sum())
+    eager = step_time(ops, a100_box, Execution.EAGER, time_model=_Constant(kernel_s),
+                      dispatch_s=10e-6)
+    graph = step_time(ops, a100_box, Execution.CUDA_GRAPH, time_model=_Constant(kernel_s))
     assert graph.launch_s == 0
-    assert eager.time_s - graph.time_s == pytest.approx(kernels * 4e-6)
+    if kernel_s < 10e-6:  # host-bound: the GPU waits for every dispatch
+        assert eager.time_s == pytest.approx(launches * 10e-6 + kernel_s)
+    else:  # GPU-bound: only the first dispatch is exposed
+        assert eager.time_s == pytest.approx(graph.time_s + 10e-6)
+
+
+def test_eager_on_a_cpu_is_serial(llama7b):
+    from perfcast.specs import cluster_for
+
+    cpu = cluster_for(_cpu(), 1)
+    ops = step_ops(llama7b, Batch.decode(1, 100))
+    f = step_time(ops, cpu, "eager", time_model=_Constant(1e-3), dispatch_s=5e-6)
+    assert f.time_s == pytest.approx(ops["count"].sum() * (1e-3 + 5e-6))
+
+
+def _cpu():
+    from perfcast.specs import Device
+
+    return Device(name="test-cpu", kind="cpu", vendor="test", arch="x86", sm_count=1, dense_peak_flops={"fp32": 1e11},
+                  hbm_capacity_bytes=64e9, hbm_bandwidth_bps=20e9)
 
 
 def test_tp_allreduce_priced_by_comm_model(llama7b):
@@ -48,10 +77,6 @@ def test_host_overhead_profiles():
 
 
 def test_time_model_protocol_double(llama7b, a100_box):
-    class Constant:
-        def kernel_times(self, ops, device):
-            return np.full(len(ops), 1e-3)
-
     ops = step_ops(llama7b, Batch.decode(1, 10))
-    f = step_time(ops, a100_box, time_model=Constant())
+    f = step_time(ops, a100_box, time_model=_Constant(1e-3))
     assert f.kernel_s == pytest.approx(1e-3 * ops["count"].sum())

@@ -1,4 +1,11 @@
-"""Kernel times -> one step's time, with its breakdown kept."""
+"""Kernel times -> one step's time, with its breakdown kept.
+
+Eager PyTorch is a producer-consumer queue: the host dispatches kernel j at H_j = j·d (d: the
+per-kernel dispatch cost), the GPU starts it at max(H_j, end of kernel j-1). The step ends at
+max_j(H_j + Σ_{i≥j} t_i): GPU-bound when kernels are long, host-bound when they are short.
+CUDA graphs replay the whole step with one launch, so only the kernels remain. On a CPU host
+and compute share the thread, so eager time is Σ(t_i + d).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,12 @@ from perfcast.kernels import ExecutionTimeModel, RooflineModel
 from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Cluster
 
-__all__ = ["Execution", "StepForecast", "step_time"]
+__all__ = ["EAGER_DISPATCH_S", "Execution", "StepForecast", "kernel_sequence", "step_time"]
+
+# Host cost of one eager PyTorch op (Python, ATen dispatch, cudaLaunchKernel): the median
+# launch term fitted on NeuSight's CUDA-event-timed single ops (shipped calibration,
+# launch_s["eager"] of the fp32 families on A100-40GB: 11-16 us, events included).
+EAGER_DISPATCH_S = 12e-6
 
 
 class Execution(StrEnum):
@@ -25,7 +37,10 @@ class Execution(StrEnum):
 @dataclass(frozen=True)
 class StepForecast:
     """One step: totals in seconds and the priced op table (`time_s` per instance,
-    `total_s` = time_s x count, launch included)."""
+    `total_s` = time_s x count).
+
+    `launch_s` is the time the GPU sat idle waiting for the host (eager only); `interval_s`
+    the (low, high) 90% interval when an uncertainty model priced it."""
 
     time_s: float
     kernel_s: float
@@ -33,49 +48,81 @@ class StepForecast:
     launch_s: float
     host_s: float
     ops: pd.DataFrame
+    interval_s: tuple[float, float] | None = None
 
     def by(self, column: str) -> pd.DataFrame:
         """Seconds per value of an op-table column ('family', 'layer', 'op'), largest first,
-        plus a 'host' row, so the rows sum to the step time."""
+        plus 'launch' and 'host' rows, so the rows sum to the step time."""
         g = self.ops.groupby(column, sort=False)["total_s"].sum()
-        if self.host_s:
-            g = pd.concat([g, pd.Series({"host": self.host_s})])
+        extra = {k: v for k, v in (("launch", self.launch_s), ("host", self.host_s)) if v}
+        if extra:
+            g = pd.concat([g, pd.Series(extra)])
         g = g.sort_values(ascending=False).rename_axis(column).rename("total_s")
         return g.reset_index().assign(share=lambda d: d["total_s"] / max(self.time_s, 1e-30))
 
     def breakdown(self) -> dict[str, float]:
         """Totals by kind of time, then seconds per kernel family."""
-        fams = self.by("family").set_index("family")["total_s"]
+        g = self.ops.groupby("family", sort=False)["total_s"].sum()
         return {"kernels_s": self.kernel_s, "comm_s": self.comm_s, "launch_s": self.launch_s,
-                "host_s": self.host_s, **{f"family.{k}": float(v) for k, v in fams.items()}}
+                "host_s": self.host_s, **{f"family.{k}": float(v) for k, v in g.items()}}
+
+
+def kernel_sequence(ops: pd.DataFrame) -> np.ndarray:
+    """Row index of every kernel launch in issue order: each run of consecutive rows sharing
+    (layer, phase, count) is one block repeated `count` times (a layer stack)."""
+    keys = list(zip(ops["layer"], ops["phase"], ops["count"], strict=True))
+    counts = ops["count"].to_numpy(dtype=np.int64)
+    out, start = [], 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            out.append(np.tile(np.arange(start, i), int(counts[start])))
+            start = i
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def _eager_end_s(durations: np.ndarray, dispatch_s: float) -> float:
+    """End of the last kernel of the host->GPU queue (module docstring)."""
+    if not len(durations):
+        return 0.0
+    issued = dispatch_s * np.arange(1, len(durations) + 1)
+    suffix = np.cumsum(durations[::-1])[::-1]
+    return float(np.max(issued + suffix))
 
 
 def step_time(ops: pd.DataFrame, cluster: Cluster, execution: Execution | str = "cuda-graph",
               host_s: float = 0.0, time_model: ExecutionTimeModel | None = None,
-              comm_model: CollectiveModel | None = None) -> StepForecast:
-    """step = sum(kernels) + launches (eager only) + collectives (not overlapped) + host."""
+              comm_model: CollectiveModel | None = None,
+              dispatch_s: float | None = None) -> StepForecast:
+    """step = kernels and collectives in issue order, the host->GPU queue when eager, plus
+    `host_s` of engine work between steps (not overlapped)."""
     try:
         execution = Execution(execution)
     except ValueError:
         raise InputError("execution", f"unknown mode {execution!r}",
                          [e.value for e in Execution]) from None
+    if dispatch_s is not None and not dispatch_s >= 0:
+        raise InputError("dispatch_s", f"must be >= 0 seconds, got {dispatch_s}", ">= 0")
     time_model = time_model or RooflineModel()
     comm_model = comm_model or RingAlphaBeta()
     device = cluster.device
     fam = ops["family"].to_numpy(dtype=object)
     comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
-    times = time_model.kernel_times(ops, device)
+    times = np.asarray(time_model.kernel_times(ops, device), dtype=float)
     if comm.any():
         times = times.copy()
         times[comm] = comm_model.collective_times(
             fam[comm], ops["m"].to_numpy()[comm], ops["n"].to_numpy()[comm], cluster)
     counts = ops["count"].to_numpy(dtype=float)
-    launch = 0.0 if execution == Execution.CUDA_GRAPH else device.kernel_launch_overhead_s
-    per_row_launch = np.where(comm, 0.0, launch)
-    priced = ops.assign(time_s=times, total_s=(times + per_row_launch) * counts)
     kernel_s = float(np.sum(np.where(comm, 0.0, times) * counts))
     comm_s = float(np.sum(np.where(comm, times, 0.0) * counts))
-    launch_s = float(np.sum(per_row_launch * counts))
-    total = kernel_s + comm_s + launch_s + host_s
-    return StepForecast(time_s=total, kernel_s=kernel_s, comm_s=comm_s, launch_s=launch_s,
-                        host_s=host_s, ops=priced)
+    busy = kernel_s + comm_s
+    launch_s = 0.0
+    if execution == Execution.EAGER:
+        d = EAGER_DISPATCH_S if dispatch_s is None else dispatch_s
+        if device.kind == "cpu":
+            launch_s = d * float(counts.sum())
+        else:
+            launch_s = max(_eager_end_s(times[kernel_sequence(ops)], d) - busy, 0.0)
+    priced = ops.assign(time_s=times, total_s=times * counts)
+    return StepForecast(time_s=busy + launch_s + host_s, kernel_s=kernel_s, comm_s=comm_s,
+                        launch_s=launch_s, host_s=host_s, ops=priced)

@@ -49,8 +49,9 @@ def test_eager_on_a_cpu_is_serial(llama7b):
 def _cpu():
     from perfcast.specs import Device
 
-    return Device(name="test-cpu", kind="cpu", vendor="test", arch="x86", sm_count=1, dense_peak_flops={"fp32": 1e11},
-                  hbm_capacity_bytes=64e9, hbm_bandwidth_bps=20e9)
+    return Device(name="test-cpu", kind="cpu", vendor="test", arch="x86", sm_count=1,
+                  dense_peak_flops={"fp32": 1e11}, hbm_capacity_bytes=64e9,
+                  hbm_bandwidth_bps=20e9)
 
 
 def test_tp_allreduce_priced_by_comm_model(llama7b):

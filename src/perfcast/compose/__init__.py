@@ -11,6 +11,6 @@ from perfcast.compose._step import (
 )
 
 __all__ = [
-    "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution", "InferenceForecast", "StepForecast", "forecast_inference",
-    "host_overhead_s", "kernel_sequence", "step_time",
+    "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution", "InferenceForecast", "StepForecast",
+    "forecast_inference", "host_overhead_s", "kernel_sequence", "step_time",
 ]

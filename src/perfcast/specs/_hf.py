@@ -90,7 +90,7 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
         config = {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}
     model_type = str(config.get("model_type", "")).lower()
     if model_type == "switch_transformers":
-        return _switch_fields(config)
+        return {**_switch_fields(config), "model_type": model_type}
 
     hidden = _first(config, "hidden_size", "n_embd", "d_model")
     heads = _first(config, "num_attention_heads", "n_head", "num_heads")
@@ -106,6 +106,7 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     is_gpt2_like = model_type in {"gpt2", "opt", "gpt_neox", "gptj"} or model_type in _ENCODER_TYPES
     use_sliding = config.get("use_sliding_window", True)
     return {
+        "model_type": model_type,
         "kind": "encoder" if model_type in _ENCODER_TYPES else "decoder",
         "hidden_size": hidden,
         "num_layers": _first(config, "num_hidden_layers", "n_layer", "num_layers"),

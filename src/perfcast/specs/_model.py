@@ -47,6 +47,8 @@ class ModelSpec(BaseModel):
 
     name: str
     kind: Literal["decoder", "encoder", "encoder-decoder"] = "decoder"
+    model_type: str = Field(default="", description="HF config model_type: which eager "
+                            "implementation (kernel sequence) the architecture runs")
     hidden_size: int = Field(gt=0)
     num_layers: int = Field(gt=0, description="decoder layers (encoder layers for encoders)")
     num_encoder_layers: int = Field(default=0, ge=0, description="encoder-decoder models only")

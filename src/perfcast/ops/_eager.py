@@ -1,0 +1,309 @@
+"""The kernels eager PyTorch launches for a HuggingFace transformer, one row per kernel.
+
+`step_ops` describes what a serving engine runs (fused attention, fused norms); this module
+describes what `model(input_ids)` launches in plain PyTorch: every matmul, scale, mask,
+softmax and each of GELU-tanh's eight elementwise kernels, named in the eager-kernel
+vocabulary the measurements use (`linear`, `bmm`, `add`, `mulu`, `softmax`, `ln`, ...; the
+part after ':' only labels the row). `fused=True` applies the fusion rules of
+`_fusion.py` (what torch.compile-style fusion makes of the same graph), and `mode="training"`
+adds the backward kernels autograd launches for each forward kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from perfcast.errors import InputError
+from perfcast.ops._eager_backward import backward_rows
+from perfcast.ops._fusion import fuse_rows
+from perfcast.ops._table import COLUMNS
+from perfcast.specs import ModelSpec, ParallelPlan, Precision, bytes_per_element
+
+__all__ = ["EAGER_MODES", "eager_ops"]
+
+EAGER_MODES = ("forward", "training")
+
+
+@dataclass
+class _Graph:
+    """Accumulates eager kernels of one forward pass on one GPU (tensor-parallel shard)."""
+
+    elem_bytes: float
+    dtype: str
+    training: bool
+    rows: list[dict] = field(default_factory=list)
+    layer: str = "embedding"
+    count: int = 1
+
+    def add(self, op: str, family: str, *, b: float = 1, m: float, n: float, k: float = 0,
+            flops: float, reads: float, writes: float, fuse: str = "", **extra) -> None:
+        self.rows.append({"layer": self.layer, "op": op, "family": family, "phase": "forward",
+                          "b": b, "m": m, "n": n, "k": k, "flops": flops,
+                          "bytes_read": reads * self.elem_bytes,
+                          "bytes_written": writes * self.elem_bytes, "dtype": self.dtype,
+                          "count": self.count, "fuse": fuse, **extra})
+
+    def linear(self, label: str, tokens: float, out: float, inp: float,
+               bias: bool = True) -> None:
+        """nn.Linear / addmm: Y[tokens, out] = X[tokens, inp] W^T (+ b in the epilogue)."""
+        self.add(f"linear:{label}", "gemm", m=tokens, n=out, k=inp,
+                 flops=2 * tokens * out * inp, reads=tokens * inp + out * inp + bias * out,
+                 writes=tokens * out, bias=bias)
+
+    def bmm(self, label: str, batch: float, m: float, n: float, k: float) -> None:
+        self.add(f"bmm:{label}", "gemm", b=batch, m=m, n=n, k=k, flops=2 * batch * m * n * k,
+                 reads=batch * (m * k + k * n), writes=batch * m * n)
+
+    def vec(self, kernel: str, family: str, label: str, rows: float, width: float,
+            reads: float = 1, writes: float = 1, flops: float = 1, fuse: str = "") -> None:
+        """An elementwise-style kernel over a [rows, width] tensor; `reads`/`writes` count
+        full-size tensors (a broadcast operand is not one)."""
+        e = rows * width
+        self.add(f"{kernel}:{label}", family, m=rows, n=width, flops=flops * e,
+                 reads=reads * e, writes=writes * e, fuse=fuse)
+
+    def dropout(self, label: str, rows: float, width: float, fuse: str = "") -> None:
+        """Active only in training (eval-mode dropout launches nothing)."""
+        if self.training:
+            self.vec("dropout", "elementwise", label, rows, width, writes=1.25, fuse=fuse)
+
+    def norm(self, label: str, norm: str, rows: float, width: float, fuse: str = "") -> None:
+        if norm == "layernorm":
+            self.vec("ln", "norm", label, rows, width, flops=5, fuse=fuse)
+            return
+        # HF RMSNorm (Llama, T5): pow, mean, +eps, rsqrt, x*rstd, weight*x
+        tag = fuse or f"rms_{label}"
+        self.vec("powu", "elementwise", f"{label}.pow", rows, width, fuse=tag)
+        self.vec("mean", "elementwise", f"{label}.mean", rows, width, writes=1 / width,
+                 fuse=tag)
+        self.vec("addu", "elementwise", f"{label}.eps", rows, 1, fuse=tag)
+        self.vec("rsqrt", "elementwise", f"{label}.rsqrt", rows, 1, fuse=tag)
+        self.vec("mul", "elementwise", f"{label}.scale", rows, width, fuse=tag)
+        self.vec("mul", "elementwise", f"{label}.weight", rows, width, fuse=tag)
+
+    def activation(self, act: str, rows: float, width: float) -> None:
+        if act in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+            # HF NewGELUActivation: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))), 8 kernels
+            for i, (kernel, fam, reads) in enumerate((
+                    ("mulu", "elementwise", 1), ("powu", "elementwise", 1),
+                    ("mulu", "elementwise", 1), ("add", "elementwise", 2),
+                    ("mulu", "elementwise", 1), ("tanh", "activation", 1),
+                    ("addu", "elementwise", 1), ("mul", "elementwise", 2))):
+                self.vec(kernel, fam, f"gelu_new.{i}", rows, width, reads=reads, fuse="act")
+            return
+        kernel = {"gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "silu"}.get(act)
+        if kernel is None:
+            raise InputError("activation", f"no eager kernel for {act!r}",
+                             ["gelu", "gelu_new", "relu", "silu"])
+        self.vec(kernel, "activation", act, rows, width, flops=8, fuse="act")
+
+
+_STYLES = {"gpt2": "gpt2", "gpt_neo": "gpt2", "bert": "bert", "roberta": "bert",
+           "opt": "opt", "llama": "llama", "mistral": "llama", "qwen2": "llama",
+           "qwen3": "llama", "mixtral": "llama", "switch_transformers": "t5", "t5": "t5"}
+
+
+def _style(model: ModelSpec) -> str:
+    if model.model_type in _STYLES:
+        return _STYLES[model.model_type]
+    if model.kind == "encoder":
+        return "bert"
+    return "llama" if model.position == "rope" else "gpt2"
+
+
+def _attention(g: _Graph, m: ModelSpec, style: str, batch: int, q_len: int, kv_len: int,
+               heads: int, kv_heads: int, causal: bool, cross: bool = False) -> None:
+    """Projections, scores, scale, mask, softmax, context and output projection."""
+    d, h, t = m.head_dim, m.hidden_size, batch * q_len
+    bias = style != "t5" and (style != "llama" or m.attention_bias)
+    if style == "gpt2":
+        g.linear("c_attn", t, 3 * heads * d, h)
+    else:
+        g.linear("q_proj", t, heads * d, h, bias)
+        kv_tokens = batch * kv_len
+        g.linear("k_proj", kv_tokens, kv_heads * d, h, bias)
+        g.linear("v_proj", kv_tokens, kv_heads * d, h, bias)
+    if style == "opt":  # q * scaling, then .contiguous() of the transposed q, k, v
+        g.vec("mulu", "elementwise", "q_scale", t, heads * d)
+        for name in ("q", "k", "v"):
+            g.vec("copy", "elementwise", f"{name}_contiguous", t, heads * d)
+    if style == "llama":
+        for name, width in (("q", heads * d), ("k", kv_heads * d)):
+            g.vec("mul", "elementwise", f"rope_{name}.cos", t, width, fuse=f"rope_{name}")
+            g.vec("copy", "elementwise", f"rope_{name}.rotate", t, width, fuse=f"rope_{name}")
+            g.vec("mul", "elementwise", f"rope_{name}.sin", t, width, fuse=f"rope_{name}")
+            g.vec("add", "elementwise", f"rope_{name}.add", t, width, reads=2,
+                  fuse=f"rope_{name}")
+        if kv_heads < heads:  # repeat_kv materialises K and V per query head
+            for name in ("k", "v"):
+                g.vec("copy", "elementwise", f"repeat_{name}", batch * kv_len, heads * d)
+    bh, scores = batch * heads, batch * heads * q_len
+    g.bmm("scores", bh, q_len, kv_len, d)
+    if style in ("gpt2", "bert"):
+        g.vec("divu", "elementwise", "scale", scores, kv_len, fuse="softmax")
+    elif style == "llama":
+        g.vec("mulu", "elementwise", "scale", scores, kv_len, fuse="softmax")
+    if style == "gpt2":
+        g.vec("where", "elementwise", "causal_mask", scores, kv_len, fuse="softmax")
+    elif style == "opt" and causal:
+        g.vec("add", "elementwise", "mask", scores, kv_len, fuse="softmax")
+        g.vec("maxu", "elementwise", "clamp_min", scores, kv_len, fuse="softmax")
+    elif style != "t5" or causal or not cross:  # additive padding / position bias
+        g.vec("add", "elementwise", "mask", scores, kv_len, fuse="softmax")
+    g.vec("softmax", "softmax", "softmax", scores, kv_len, flops=5, fuse="softmax")
+    g.dropout("attn_dropout", scores, kv_len, fuse="softmax")
+    g.bmm("context", bh, q_len, d, kv_len)
+    g.vec("copy", "elementwise", "context_contiguous", t, heads * d)
+    g.linear("o_proj" if style != "gpt2" else "c_proj", t, h, heads * d, bias)
+
+
+def _mlp(g: _Graph, m: ModelSpec, style: str, tokens: float, inter: float) -> None:
+    h, bias = m.hidden_size, style not in ("t5", "llama")
+    if m.gated_mlp:
+        g.linear("gate_proj", tokens, inter, h, bias)
+        g.linear("up_proj", tokens, inter, h, bias)
+        g.activation(m.activation, tokens, inter)
+        g.vec("mul", "elementwise", "gate_mul", tokens, inter, reads=2, fuse="act")
+    else:
+        g.linear("fc1", tokens, inter, h, bias)
+        g.activation(m.activation, tokens, inter)
+    g.linear("fc2", tokens, h, inter, bias)
+
+
+def _moe(g: _Graph, m: ModelSpec, tokens: float, tp: int) -> None:
+    """Switch-style top-k routing: router, then per expert a gather, its MLP and a scatter
+    (HF loops over experts; uniform routing assumed)."""
+    moe, h = m.moe, m.hidden_size
+    g.linear("router", tokens, moe.num_experts, h, bias=False)
+    g.vec("softmax", "softmax", "router_softmax", tokens, moe.num_experts, flops=5)
+    per_expert = tokens * moe.experts_per_token / moe.num_experts
+    count = g.count
+    g.count = count * moe.num_experts
+    g.vec("copy", "elementwise", "expert_gather", per_expert, h)
+    inner = m.model_copy(update={"gated_mlp": m.gated_mlp})
+    _mlp(g, inner, "t5", per_expert, moe.expert_intermediate_size / tp)
+    g.vec("mul", "elementwise", "expert_scale", per_expert, h, reads=2)
+    g.vec("copy", "elementwise", "expert_scatter", per_expert, h)
+    g.count = count
+
+
+def _allreduce(g: _Graph, label: str, tokens: float, width: float, tp: int) -> None:
+    if tp > 1:
+        g.add(f"allreduce:{label}", "allreduce", m=tokens * width * g.elem_bytes, n=tp,
+              flops=0, reads=tokens * width, writes=0)
+
+
+def _block(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, *,
+           causal: bool, moe: bool = False, cross_len: int = 0) -> None:
+    """One transformer layer (pre-LN for GPT-2/OPT/Llama/T5, post-LN for BERT)."""
+    t, h = batch * seq, m.hidden_size
+    heads, kv_heads = m.num_heads // tp, max(m.num_kv_heads // tp, 1)
+    pre = style != "bert"
+    if pre:
+        g.norm("ln_1", m.norm, t, h)
+    _attention(g, m, style, batch, seq, seq, heads, kv_heads, causal)
+    _allreduce(g, "attn", t, h, tp)
+    g.dropout("resid_dropout", t, h)
+    g.vec("add", "elementwise", "attn_residual", t, h, reads=2, fuse="" if pre else "add_ln")
+    if not pre:
+        g.norm("ln_attn", m.norm, t, h, fuse="add_ln")
+    if cross_len:
+        g.norm("ln_cross", m.norm, t, h)
+        _attention(g, m, style, batch, seq, cross_len, heads, heads, causal=False, cross=True)
+        _allreduce(g, "cross", t, h, tp)
+        g.vec("add", "elementwise", "cross_residual", t, h, reads=2)
+    if pre:
+        g.norm("ln_2", m.norm, t, h)
+    if moe:
+        _moe(g, m, t, tp)
+    else:
+        _mlp(g, m, style, t, m.intermediate_size / tp)
+    _allreduce(g, "mlp", t, h, tp)
+    g.dropout("mlp_dropout", t, h)
+    g.vec("add", "elementwise", "mlp_residual", t, h, reads=2, fuse="" if pre else "add_ln")
+    if not pre:
+        g.norm("ln_mlp", m.norm, t, h, fuse="add_ln")
+
+
+def _embeddings(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int) -> None:
+    t, h = batch * seq, m.hidden_size
+    g.layer, g.count = "embedding", 1
+    g.vec("embedding", "embedding", "tokens", t, h, reads=1, flops=0)
+    g.rows[-1]["table_rows"] = m.vocab_size
+    if m.position == "learned":
+        g.vec("embedding", "embedding", "positions", seq, h, reads=1, flops=0)
+        g.vec("add", "elementwise", "add_positions", t, h, reads=1)
+    if style == "bert":
+        g.vec("embedding", "embedding", "token_types", t, h, reads=1, flops=0)
+        g.vec("add", "elementwise", "add_token_types", t, h, reads=2)
+        g.norm("ln_embed", m.norm, t, h)
+    g.dropout("embed_dropout", t, h)
+
+
+def _stack(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, prefix: str,
+           layers: int, causal: bool, cross_len: int = 0) -> None:
+    n_moe = 0
+    if m.moe is not None:
+        n_moe = sum(m.is_moe_layer(i) for i in range(layers))
+    for name, count, moe in ((f"{prefix}layer", layers - n_moe, False),
+                             (f"{prefix}moe_layer", n_moe, True)):
+        if count:
+            g.layer, g.count = name, count
+            _block(g, m, style, batch, seq, tp, causal=causal, moe=moe, cross_len=cross_len)
+
+
+def _check(batch: int, seq_len: int, mode: str, model: ModelSpec) -> None:
+    for name, value in (("batch", batch), ("seq_len", seq_len)):
+        if value < 1:
+            raise InputError(name, f"must be >= 1, got {value}", ">= 1")
+    if mode not in EAGER_MODES:
+        raise InputError("mode", f"unknown mode {mode!r}", list(EAGER_MODES))
+    limit = model.max_position_embeddings
+    if limit and model.position == "learned" and seq_len > limit:
+        raise InputError("seq_len", f"{seq_len} exceeds {model.name}'s {limit} learned "
+                         "positions", f"<= {limit}")
+
+
+def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forward",
+              precision: Precision | None = None, plan: ParallelPlan | None = None,
+              fused: bool = False) -> pd.DataFrame:
+    """Kernels of `model(input_ids)` over [batch_size, seq_len] on one GPU of a TP group,
+    logits for every position (the HF *ForCausalLM forward); encoder-decoder models run the
+    encoder and the decoder over seq_len tokens each. `mode="training"` appends backward."""
+    _check(batch_size, seq_len, mode, model)
+    precision = precision or Precision()
+    plan = plan or ParallelPlan()
+    plan.check(model)
+    style, tp = _style(model), plan.tp
+    g = _Graph(bytes_per_element(precision.activations), str(precision.gemm_math),
+               training=mode == "training")
+    _embeddings(g, model, style, batch_size, seq_len)
+    if model.kind == "encoder-decoder":
+        _stack(g, model, style, batch_size, seq_len, tp, "encoder_",
+               model.num_encoder_layers, causal=False)
+        g.layer, g.count = "encoder_head", 1
+        g.norm("ln_encoder", model.norm, batch_size * seq_len, model.hidden_size)
+        _embeddings(g, model, style, batch_size, seq_len)
+        g.layer = "decoder_embedding"
+    _stack(g, model, style, batch_size, seq_len, tp, "", model.num_layers,
+           causal=model.kind != "encoder",
+           cross_len=seq_len if model.kind == "encoder-decoder" else 0)
+    t, h = batch_size * seq_len, model.hidden_size
+    g.layer, g.count = "head", 1
+    if style == "bert":  # pooler + classifier (BertForSequenceClassification)
+        g.linear("pooler", batch_size, h, h)
+        g.vec("tanh", "activation", "pooler_tanh", batch_size, h)
+        g.linear("classifier", batch_size, 2, h)
+    else:
+        g.norm("ln_f", model.norm, t, h)
+        g.linear("lm_head", t, model.vocab_size / tp, h, bias=False)
+    rows = g.rows
+    if g.training:
+        rows = rows + backward_rows(rows)
+    if fused:
+        rows = fuse_rows(rows)
+    frame = pd.DataFrame(rows)
+    return frame[COLUMNS].astype({"b": "int64", "count": "int64", "m": "float64",
+                                  "n": "float64", "k": "float64"})

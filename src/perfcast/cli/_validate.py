@@ -104,3 +104,70 @@ def kernels(
     out_console.print(_table(rows, "Per-kernel MAPE on held-out devices"))
     out_console.print(summary.round(4).to_string(index=False))
     out_console.print(f"targets: {TARGETS}")
+
+
+def _models_table(rows) -> Table:
+    e2e = rows[rows["split"] == "models"]
+    tiers = [m for m in ("target_measured", "cross_generation") if m in set(e2e["method"])]
+    methods = ["roofline", "sum_of_kernels", "sum_of_measured_ops", *tiers]
+    wide = e2e.pivot_table(index=["device", "group"], columns="method", values="mape")
+    cover = e2e.dropna(subset=["coverage_90"]).set_index(["device", "group"])["coverage_90"]
+    counts = e2e.groupby(["device", "group"])["n"].max()
+    table = Table(title="Whole-model MAPE per device (NeuSight FP32 eager labels)")
+    for col in ("device", "group", "n", *methods, "90% coverage"):
+        table.add_column(col, justify="left" if col in ("device", "group") else "right")
+    for (device, group), r in wide.iterrows():
+        cells = [f"{r[m]:.1%}" if m in r and r[m] == r[m] else "-" for m in methods]
+        table.add_row(device, group, str(counts[(device, group)]), *cells,
+                      f"{cover.get((device, group), float('nan')):.0%}")
+    return table
+
+
+@validate_app.command("models")
+@guarded
+def models_cmd(
+    out: Annotated[Path | None, typer.Option(help="Directory for models.md / models.csv.")
+                   ] = None,
+    per_op: Annotated[bool, typer.Option(help="Also check kernel families inside a layer.")
+                      ] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """Whole-model forecasts against measured model times, beside the baselines."""
+    from perfcast.validate import MODEL_TARGET_MAPE, validate_models
+
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    rows, forecasts = validate_models(per_op=per_op)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(out / "models.csv", index=False)
+        forecasts.to_csv(out / "model_forecasts.csv", index=False)
+        (out / "models.md").write_text(_models_markdown(rows, MODEL_TARGET_MAPE))
+    if json_out:
+        emit_json({"rows": rows.to_dict("records"), "target_mape": MODEL_TARGET_MAPE})
+        return
+    out_console = Console()
+    out_console.print(_models_table(rows))
+    op = rows[rows["split"] == "per_op"]
+    if not op.empty:
+        wide = op.pivot_table(index="group", columns="method", values="mape")
+        out_console.print("per-op (kernel families in one layer, mean over devices):")
+        out_console.print(wide.round(3).to_string())
+    out_console.print(f"target: <= {MODEL_TARGET_MAPE:.0%} MAPE on every device")
+
+
+def _models_markdown(rows, target: float) -> str:
+    e2e = rows[rows["split"] == "models"]
+    wide = e2e.pivot_table(index=["device", "group", "n"], columns="method", values="mape")
+    wide = wide.reset_index()
+    cover = e2e.dropna(subset=["coverage_90"])[["device", "group", "coverage_90"]]
+    op = rows[rows["split"] == "per_op"].pivot_table(index=["device", "group"],
+                                                     columns="method", values="mape")
+    return "\n".join([
+        "# perfcast validate models", "",
+        f"Target: <= {target:.0%} MAPE on every device. Labels: NeuSight's measured FP32 "
+        "eager PyTorch model times (validate/data/README.md); nothing is fitted to them.", "",
+        "## Whole-model MAPE", "", _md_table(wide), "",
+        "## 90% interval coverage (perfcast tier)", "", _md_table(cover), "",
+        "## Per-op: kernel families inside one layer (MAPE against the traces)", "",
+        _md_table(op.reset_index()), ""])

@@ -2,15 +2,25 @@
 
 from perfcast.compose._host import HOST_PROFILES, host_overhead_s
 from perfcast.compose._inference import InferenceForecast, forecast_inference
+from perfcast.compose._parallel import (
+    DDP_BUCKET_BYTES,
+    ParallelStep,
+    data_parallel_step,
+    pipeline_step,
+)
 from perfcast.compose._step import (
     EAGER_DISPATCH_S,
     Execution,
     StepForecast,
     kernel_sequence,
+    model_tier,
     step_time,
 )
+from perfcast.compose._trace import chrome_trace, step_timeline
 
 __all__ = [
-    "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution", "InferenceForecast", "StepForecast",
-    "forecast_inference", "host_overhead_s", "kernel_sequence", "step_time",
+    "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "ParallelStep",
+    "data_parallel_step", "pipeline_step", "Execution", "InferenceForecast", "StepForecast",
+    "chrome_trace", "forecast_inference", "host_overhead_s", "kernel_sequence", "model_tier",
+    "step_time", "step_timeline",
 ]

@@ -17,11 +17,12 @@ import pandas as pd
 
 from perfcast.comm import CollectiveModel, RingAlphaBeta
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, RooflineModel
+from perfcast.kernels import ExecutionTimeModel, RooflineModel, step_interval
 from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Cluster
 
-__all__ = ["EAGER_DISPATCH_S", "Execution", "StepForecast", "kernel_sequence", "step_time"]
+__all__ = ["EAGER_DISPATCH_S", "Execution", "StepForecast", "kernel_sequence", "model_tier",
+           "step_time"]
 
 # Host cost of one eager PyTorch op (Python, ATen dispatch, cudaLaunchKernel): the median
 # launch term fitted on NeuSight's CUDA-event-timed single ops (shipped calibration,
@@ -124,5 +125,16 @@ def step_time(ops: pd.DataFrame, cluster: Cluster, execution: Execution | str = 
         else:
             launch_s = max(_eager_end_s(times[kernel_sequence(ops)], d) - busy, 0.0)
     priced = ops.assign(time_s=times, total_s=times * counts)
+    tier = model_tier(time_model, device)
+    interval = step_interval(priced, tier, fixed_s=launch_s + host_s) if tier else None
     return StepForecast(time_s=busy + launch_s + host_s, kernel_s=kernel_s, comm_s=comm_s,
-                        launch_s=launch_s, host_s=host_s, ops=priced)
+                        launch_s=launch_s, host_s=host_s, ops=priced, interval_s=interval)
+
+
+def model_tier(time_model: ExecutionTimeModel, device) -> str | None:
+    """The uncertainty tier of a time model on a device: the calibrated model's own tier,
+    'roofline' for the plain roofline, None for models perfcast has no error record of."""
+    if isinstance(time_model, RooflineModel):
+        return "roofline"
+    tier = getattr(time_model, "tier", None)
+    return tier(device) if callable(tier) else None

@@ -22,10 +22,11 @@ from perfcast.kernels._roofline import (
     thread_blocks,
     wave_quantization,
 )
+from perfcast.kernels._uncertainty import UNCERTAINTY_TIERS, family_uncertainty, step_interval
 
 __all__ = [
-    "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNMODELLED_FAMILIES",
-    "Calibration", "EfficiencyModel",
+    "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNCERTAINTY_TIERS",
+    "UNMODELLED_FAMILIES", "Calibration", "family_uncertainty", "step_interval", "EfficiencyModel",
     "ExecutionTimeModel", "PhysicsModel", "RooflineModel", "UnitEfficiency",
     "add_target_corrections", "fit_calibration", "measurement_ops", "peak_flops",
     "roofline_times", "shipped_calibration", "thread_blocks", "wave_quantization",

@@ -29,7 +29,8 @@ from perfcast.measure import sample_per_group
 from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import get_device
 
-__all__ = ["KernelSplit", "TARGETS", "kernel_splits", "summarise", "validate_kernels"]
+__all__ = ["KernelSplit", "TARGETS", "kernel_residuals", "kernel_splits", "summarise",
+           "validate_kernels"]
 
 TARGET_FRACTION = 0.10
 GENERATION_TRAIN = ("a100-sxm4-80gb", "h100-sxm", "h200-sxm")
@@ -96,12 +97,10 @@ def _score(split: KernelSplit, test: pd.DataFrame, predictions: dict[str, np.nda
     return rows
 
 
-def validate_kernels(store: pd.DataFrame, splits: list[str] | None = None,
-                     train_per_group: int | None = 2000, test_per_group: int | None = None,
-                     seed: int = 0, progress: Callable[[str], None] | None = None
-                     ) -> pd.DataFrame:
-    """Rows {split, device, group, method, mape, p90_ape, n} for every held-out device."""
-    out: list[dict] = []
+def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
+                       train_per_group: int | None, test_per_group: int | None, seed: int,
+                       progress: Callable[[str], None] | None):
+    """Per held-out device: (split, held rows, {method: predicted seconds})."""
     fits: dict[tuple[str, int], object] = {}
     for split in kernel_splits(store, splits):
         if split.test.empty or split.train.empty:
@@ -120,13 +119,41 @@ def validate_kernels(store: pd.DataFrame, splits: list[str] | None = None,
         device = get_device(split.device)
         ops = measurement_ops(held)
         timing = held["timing"].to_numpy(dtype=object)
-        out += _score(split, held, {
+        yield split, held, {
             "roofline": roofline_times(ops, device, waves=False),
             "cross_generation": PhysicsModel(cross).kernel_times(ops, device, timing),
             "target_measured": PhysicsModel(target).kernel_times(ops, device, timing),
-        })
+        }
+
+
+def validate_kernels(store: pd.DataFrame, splits: list[str] | None = None,
+                     train_per_group: int | None = 2000, test_per_group: int | None = None,
+                     seed: int = 0, progress: Callable[[str], None] | None = None
+                     ) -> pd.DataFrame:
+    """Rows {split, device, group, method, mape, p90_ape, n} for every held-out device."""
+    out: list[dict] = []
+    for split, held, predictions in _split_predictions(store, splits, train_per_group,
+                                                       test_per_group, seed, progress):
+        out += _score(split, held, predictions)
     return pd.DataFrame(out, columns=["split", "device", "group", "method", "mape", "p90_ape",
                                       "n"])
+
+
+def kernel_residuals(store: pd.DataFrame, splits: list[str] | None = None,
+                     train_per_group: int | None = 2000, test_per_group: int | None = None,
+                     seed: int = 0, progress: Callable[[str], None] | None = None
+                     ) -> pd.DataFrame:
+    """Per held-out row and method: log(predicted / measured), for uncertainty fits."""
+    parts = []
+    for split, held, predictions in _split_predictions(store, splits, train_per_group,
+                                                       test_per_group, seed, progress):
+        meas = held["latency_s"].to_numpy(dtype=float)
+        for method, pred in predictions.items():
+            parts.append(pd.DataFrame({
+                "split": split.name, "device": split.device,
+                "family": held["family"].to_numpy(dtype=object), "method": method,
+                "log_ratio": np.log(np.asarray(pred, dtype=float) / meas)}))
+    return pd.concat(parts, ignore_index=True)
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,66 @@
+"""Forecast intervals from the held-out error of the kernel tier that priced each kernel.
+
+Per tier and family (kernels/data/uncertainty.json, scripts/fit_uncertainty.py): sigma_log,
+the spread of one kernel's log error, and rho, the share of it common to all kernels of the
+family on a device. A priced op table's kernel seconds get variance
+    sum over families f of  rho_f (sum_i s_i)^2 + (1 - rho_f) sum_i s_i^2,
+with s_i = sigma_f x (row i's seconds, all `count` repeats: one kernel repeated errs alike),
+so a family's error grows with N when its kernels err together and with sqrt(N) when not.
+The interval is log-normal around the forecast: t x exp(-+ z sqrt(var) / t).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from perfcast.errors import InputError
+
+__all__ = ["UNCERTAINTY_TIERS", "family_uncertainty", "step_interval"]
+
+UNCERTAINTY_TIERS = ("roofline", "cross_generation", "target_measured")
+# Collectives are not in the kernel validation; their alpha-beta model's error is taken as
+# this spread, fully shared (one link model prices them all).
+COMM_SIGMA_LOG = 0.2
+
+
+@cache
+def _table() -> dict:
+    path = resources.files("perfcast.kernels") / "data" / "uncertainty.json"
+    return json.loads(path.read_text())["tiers"]
+
+
+def family_uncertainty(tier: str, family: str) -> tuple[float, float]:
+    """(sigma_log, rho) of one family's kernels under a tier."""
+    table = _table()
+    if tier not in table:
+        raise InputError("tier", f"no uncertainty for {tier!r}", sorted(table))
+    fams = table[tier]
+    if family in ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"):
+        return COMM_SIGMA_LOG, 1.0
+    entry = fams.get(family, fams["default"])
+    return float(entry["sigma_log"]), float(entry["rho"])
+
+
+def step_interval(priced: pd.DataFrame, tier: str, level: float = 0.9,
+                  fixed_s: float = 0.0) -> tuple[float, float]:
+    """(low, high) seconds of a priced op table's total (`total_s` column) plus `fixed_s`
+    of time without a kernel error (host, exposed launches)."""
+    if not 0 < level < 1:
+        raise InputError("level", f"must be in (0, 1), got {level}", "0 < level < 1")
+    total = float(priced["total_s"].sum())
+    if total <= 0:
+        return fixed_s, fixed_s
+    var = 0.0
+    for family, seconds in priced.groupby("family", sort=False)["total_s"]:
+        sigma, rho = family_uncertainty(tier, str(family))
+        s = sigma * seconds.to_numpy(dtype=float)
+        var += rho * float(s.sum()) ** 2 + (1 - rho) * float(np.sum(s**2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    rel = np.sqrt(var) / total
+    return total * float(np.exp(-z * rel)) + fixed_s, total * float(np.exp(z * rel)) + fixed_s

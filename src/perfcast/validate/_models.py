@@ -1,0 +1,191 @@
+"""Model-level accuracy: composed kernel forecasts against measured whole-model times.
+
+Labels: NeuSight's measured FP32 eager PyTorch runs (BERT-Large, GPT-2 Large, GPT-3 XL/2.7B,
+OPT-1.3B, Switch-XL4; inference and training; fused; 4-GPU DP/TP/PP), shipped as
+validate/data/neusight_models.csv by scripts/build_model_labels.py. Nothing is fitted to them.
+
+Methods per configuration:
+  roofline             the eager kernel graph priced by the plain roofline, same composition
+  sum_of_kernels       perfcast's per-kernel forecasts as isolated eager calls (what a kernel
+                       benchmark times), summed: the usual "sum of operators" baseline
+  sum_of_measured_ops  NeuSight's own per-op trace of one layer, scaled to all layers
+                       (perfect kernels, naive composition; only where a trace exists)
+  <tier>               perfcast: GPU kernel durations through the eager host->GPU queue,
+                       named by the kernel tier the device gets (target_measured or
+                       cross_generation)
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+from perfcast.compose import (
+    StepForecast,
+    data_parallel_step,
+    pipeline_step,
+    step_time,
+)
+from perfcast.kernels import PhysicsModel, RooflineModel, shipped_calibration, step_interval
+from perfcast.ops import eager_ops
+from perfcast.specs import ParallelPlan, Precision, cluster_for, get_device, get_model
+
+__all__ = ["MODEL_TARGET_MAPE", "forecast_model_label", "load_layer_op_labels",
+           "load_model_labels", "validate_models"]
+
+MODEL_TARGET_MAPE = 0.06  # issue target, every device
+FP32 = Precision(weights="fp32", activations="fp32", kv_cache="fp32")
+_ROWS = ["split", "device", "group", "method", "mape", "p90_ape", "n", "coverage_90"]
+
+
+@cache
+def _csv(name: str) -> pd.DataFrame:
+    with (resources.files("perfcast.validate") / "data" / name).open("rb") as f:
+        return pd.read_csv(f, keep_default_na=False, na_values=[""])
+
+
+def load_model_labels() -> pd.DataFrame:
+    """One row per measured configuration (see validate/data/README.md)."""
+    labels = _csv("neusight_models.csv").copy()
+    labels["variant"] = labels["variant"].fillna("").astype(str)
+    return labels
+
+
+def load_layer_op_labels() -> pd.DataFrame:
+    """Measured seconds per kernel family in layer 0 of each per-op trace."""
+    return _csv("neusight_layer_ops.csv").copy()
+
+
+def _plan(variant: str) -> tuple[ParallelPlan, int, int]:
+    """(tensor-parallel plan, dp, pp) of a label's variant suffix."""
+    if variant == "tp4":
+        return ParallelPlan(tp=4), 1, 1
+    if variant == "dp4":
+        return ParallelPlan(), 4, 1
+    if variant.startswith("pp4"):
+        return ParallelPlan(), 1, 4
+    return ParallelPlan(), 1, 1
+
+
+def forecast_model_label(label: pd.Series | dict, time_model=None
+                         ) -> tuple[float, StepForecast]:
+    """(seconds, single-GPU step) for one label row; multi-GPU variants compose the step."""
+    model = get_model(label["model"])
+    plan, dp, pp = _plan(label["variant"])
+    device = get_device(label["device"])
+    cluster = cluster_for(device, plan.tp * dp * pp)
+    batch = int(label["batch"]) // dp
+    ops = eager_ops(model, batch, int(label["seq_len"]), label["mode"], FP32, plan,
+                    fused=label["variant"] == "fusion")
+    step = step_time(ops, cluster, "eager", time_model=time_model)
+    if dp > 1:
+        return data_parallel_step(step, 4.0 * model.total_params(), cluster, dp).time_s, step
+    if pp > 1:
+        act = 4.0 * int(label["batch"]) * int(label["seq_len"]) * model.hidden_size
+        return pipeline_step(step, act, cluster, pp).time_s, step
+    return step.time_s, step
+
+
+def _sum_of_kernels(step: StepForecast, model: PhysicsModel, label) -> float:
+    ops = step.ops
+    device = get_device(label["device"])
+    eager = model.kernel_times(ops, device, np.full(len(ops), "eager", dtype=object))
+    comm = ops["family"].isin(["allreduce", "sendrecv"]).to_numpy()
+    return float(np.sum(np.where(comm, ops["time_s"], eager) * ops["count"]))
+
+
+def _measured_ops(label) -> float:
+    total, layer = label.get("trace_total_s"), label.get("trace_layer_s")
+    if total is None or pd.isna(total) or not label["num_layers"]:
+        return float("nan")
+    return float(total + (label["num_layers"] - 1) * layer)
+
+
+def _forecasts(labels: pd.DataFrame) -> pd.DataFrame:
+    cal = shipped_calibration()
+    physics, roof = PhysicsModel(cal), RooflineModel()
+    out = []
+    for _, label in labels.iterrows():
+        tier = cal.tier_for(label["device"])
+        t, step = forecast_model_label(label, physics)
+        scale = t / step.time_s if step.time_s else 1.0
+        low, high = step_interval(step.ops, tier)
+        out.append({**label.to_dict(), "tier": tier, "perfcast_s": t,
+                    "low_s": low * scale, "high_s": high * scale,
+                    "roofline_s": forecast_model_label(label, roof)[0],
+                    "sum_of_kernels_s": _sum_of_kernels(step, physics, label) * scale,
+                    "sum_of_measured_ops_s": _measured_ops(label)})
+    return pd.DataFrame(out)
+
+
+def _score(split: str, device: str, group: str, method: str, measured: np.ndarray,
+           predicted: np.ndarray, covered: np.ndarray | None = None) -> dict | None:
+    ok = np.isfinite(predicted) & np.isfinite(measured)
+    if not ok.any():
+        return None
+    ape = np.abs(predicted[ok] - measured[ok]) / measured[ok]
+    return {"split": split, "device": device, "group": group, "method": method,
+            "mape": float(ape.mean()), "p90_ape": float(np.quantile(ape, 0.9)),
+            "n": int(ok.sum()),
+            "coverage_90": float(covered[ok].mean()) if covered is not None else float("nan")}
+
+
+def _e2e_rows(f: pd.DataFrame) -> list[dict]:
+    rows = []
+    methods = {"roofline": "roofline_s", "sum_of_kernels": "sum_of_kernels_s",
+               "sum_of_measured_ops": "sum_of_measured_ops_s"}
+    for device, d in f.groupby("device", sort=True):
+        for group, g in [("all", d), *d.groupby("model", sort=True)]:
+            meas = g["e2e_s"].to_numpy(float)
+            covered = (g["low_s"] <= g["e2e_s"]) & (g["e2e_s"] <= g["high_s"])
+            rows.append(_score("models", device, group, g["tier"].iloc[0], meas,
+                               g["perfcast_s"].to_numpy(float), covered.to_numpy()))
+            for method, col in methods.items():
+                rows.append(_score("models", device, group, method, meas,
+                                   g[col].to_numpy(float)))
+    return [r for r in rows if r]
+
+
+def _per_op_rows(labels: pd.DataFrame) -> list[dict]:
+    """Per kernel family inside one layer: forecast (as isolated eager calls, the way the
+    traces time each op) against the trace."""
+    ops_labels = load_layer_op_labels()
+    physics, cal = PhysicsModel(shipped_calibration()), shipped_calibration()
+    pred_rows = []
+    for _, label in labels[labels["variant"] == ""].iterrows():
+        if not (ops_labels["config"].eq(label["config"])
+                & ops_labels["device"].eq(label["device"])).any():
+            continue
+        device = get_device(label["device"])
+        ops = eager_ops(get_model(label["model"]), int(label["batch"]), int(label["seq_len"]),
+                        label["mode"], FP32)
+        ops = ops[ops["layer"] == "layer"]
+        timing = np.full(len(ops), "eager", dtype=object)
+        for method, model in (("roofline", RooflineModel()), (cal.tier_for(device.name),
+                                                              physics)):
+            t = (model.kernel_times(ops, device, timing) if method != "roofline"
+                 else model.kernel_times(ops, device))
+            fam = ops.assign(t=t).groupby("family")["t"].sum()
+            for family, sec in fam.items():
+                pred_rows.append({"device": label["device"], "config": label["config"],
+                                  "family": family, "method": method, "pred_s": float(sec)})
+    pred = pd.DataFrame(pred_rows)
+    merged = pred.merge(ops_labels, on=["device", "config", "family"])
+    rows = []
+    for (device, family, method), g in merged.groupby(["device", "family", "method"]):
+        rows.append(_score("per_op", device, family, method, g["layer_s"].to_numpy(float),
+                           g["pred_s"].to_numpy(float)))
+    return [r for r in rows if r]
+
+
+def validate_models(labels: pd.DataFrame | None = None, per_op: bool = True
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows {split, device, group, method, mape, p90_ape, n, coverage_90}, per-configuration
+    forecasts). Split `models`: whole-model times; `per_op`: kernel families in one layer."""
+    labels = load_model_labels() if labels is None else labels
+    forecasts = _forecasts(labels)
+    rows = _e2e_rows(forecasts) + (_per_op_rows(labels) if per_op else [])
+    return pd.DataFrame(rows, columns=_ROWS), forecasts

@@ -88,3 +88,15 @@ def test_bad_input_names_the_field(kwargs, field):
     args = {"batch_size": 1, "seq_len": 128, **kwargs}
     with pytest.raises(InputError, match=field):
         eager_ops(get_model("gpt2"), args.pop("batch_size"), args.pop("seq_len"), **args)
+
+
+def test_recompute_reruns_every_layer_forward_once():
+    m = get_model("gpt2")
+    plain = eager_ops(m, 1, 128, "training", FP32)
+    again = eager_ops(m, 1, 128, "training", FP32, recompute=True)
+    extra = again[again["phase"] == "recompute"]
+    fwd_layers = plain[(plain["phase"] == "forward") & (plain["layer"] == "layer")]
+    assert (extra["flops"] * extra["count"]).sum() == pytest.approx(
+        (fwd_layers["flops"] * fwd_layers["count"]).sum())
+    with pytest.raises(InputError, match="recompute"):
+        eager_ops(m, 1, 128, "forward", FP32, recompute=True)

@@ -64,6 +64,8 @@ def step(
     execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = Execution.EAGER,
     fused: Annotated[bool, typer.Option(help="Apply the fusion rules (torch.compile-style).")
                      ] = False,
+    recompute: Annotated[bool, typer.Option(help="Full activation recompute (training).")
+                         ] = False,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp x pp x dp).")] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline stages (one micro-batch).")] = 1,
@@ -93,7 +95,8 @@ def step(
     time_model, info = kernel_model(kernel_model_name, calibration)
     if isinstance(time_model, PhysicsModel):
         info["tier"] = time_model.tier(cluster.device)
-    ops = eager_ops(spec, batch // dp, seq_len, mode, precision, ParallelPlan(tp=tp), fused)
+    ops = eager_ops(spec, batch // dp, seq_len, mode, precision, ParallelPlan(tp=tp), fused,
+                    recompute)
     one = step_time(ops, cluster, execution, time_model=time_model)
     total, comm = one.time_s, 0.0
     if dp > 1:
@@ -109,7 +112,7 @@ def step(
         "inputs": {"model": spec.name, "gpu": cluster.device.name, "num_gpus": gpus,
                    "tp": tp, "pp": pp, "dp": dp, "batch": batch, "seq_len": seq_len,
                    "mode": mode, "dtype": dt.value, "execution": str(execution),
-                   "fused": fused, "kernel_model": info},
+                   "fused": fused, "recompute": recompute, "kernel_model": info},
         "time_s": total, "interval_s": {"low": low + total - one.time_s,
                                         "high": high + total - one.time_s, "level": 0.9},
         "breakdown": {**one.breakdown(), "exposed_parallel_comm_s": comm},

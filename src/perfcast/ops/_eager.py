@@ -268,10 +268,12 @@ def _check(batch: int, seq_len: int, mode: str, model: ModelSpec) -> None:
 
 def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forward",
               precision: Precision | None = None, plan: ParallelPlan | None = None,
-              fused: bool = False) -> pd.DataFrame:
+              fused: bool = False, recompute: bool = False) -> pd.DataFrame:
     """Kernels of `model(input_ids)` over [batch_size, seq_len] on one GPU of a TP group,
     logits for every position (the HF *ForCausalLM forward); encoder-decoder models run the
-    encoder and the decoder over seq_len tokens each. `mode="training"` appends backward."""
+    encoder and the decoder over seq_len tokens each. `mode="training"` appends backward;
+    `recompute` (full activation checkpointing per layer) re-runs each layer's forward
+    before its backward."""
     _check(batch_size, seq_len, mode, model)
     precision = precision or Precision()
     plan = plan or ParallelPlan()
@@ -300,8 +302,12 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
         g.norm("ln_f", model.norm, t, h)
         g.linear("lm_head", t, model.vocab_size / tp, h, bias=False)
     rows = g.rows
+    if recompute and not g.training:
+        raise InputError("recompute", "only applies to mode='training'", ["training"])
     if g.training:
-        rows = rows + backward_rows(rows)
+        again = [{**r, "phase": "recompute"} for r in rows if "layer" in r["layer"]
+                 and r["family"] != "allreduce"] if recompute else []
+        rows = rows + again + backward_rows(rows)
     if fused:
         rows = fuse_rows(rows)
     frame = pd.DataFrame(rows)

@@ -185,6 +185,21 @@ def _apply_supplement(name: str, out: dict, sources: dict) -> None:
             sources[field] = source
 
 
+# NeuSight's device configs list AMD CDNA's FP32 matrix (MFMA) rate beside the vector rate.
+NEUSIGHT_CONFIGS = {"mi100": "AMD_Instinct_MI100.json", "mi210": "AMD_Instinct_MI210.json",
+                    "mi250": "AMD_Instinct_MI250.json"}
+
+
+def _matrix_peaks(name: str, out: dict, sources: dict, shared: Path) -> None:
+    if name not in NEUSIGHT_CONFIGS:
+        return
+    rel = f"neusight/scripts/asplos/data/device_configs/{NEUSIGHT_CONFIGS[name]}"
+    config = json.loads((shared / rel).read_text())
+    if config.get("SingleFLOPsMM"):
+        out["matrix_peak_flops"] = {"fp32": float(config["SingleFLOPsMM"]) * 1e9}
+        sources["matrix_peak_flops.fp32"] = f"{rel} SingleFLOPsMM (GFLOP/s)"
+
+
 def build(shared: Path) -> dict:
     with open(shared / "hardware/gpus.csv") as f:
         rows = {r["name"]: r for r in csv.DictReader(f)}
@@ -199,6 +214,7 @@ def build(shared: Path) -> dict:
             spec = yaml.safe_load((shared / "aiconfigurator/systems" / yaml_file).read_text())
             _fill_from_yaml(out, sources, spec, AIC_SRC.format(file=yaml_file))
         _apply_supplement(name, out, sources)
+        _matrix_peaks(name, out, sources, shared)
         out["kernel_launch_overhead_s"] = 4e-6
         sources["kernel_launch_overhead_s"] = (
             "perfcast default (typical CUDA/HIP launch cost); fitted per device by the "

@@ -82,3 +82,15 @@ def test_same_inputs_bit_identical(gpt2_step):
     box = cluster_for(get_device("v100-pcie-32gb"), 1)
     again = step_time(ops, box, "eager", time_model=PhysicsModel(shipped_calibration()))
     assert again.time_s == gpt2_step.time_s and again.interval_s == gpt2_step.interval_s
+
+
+def test_inference_forecast_carries_intervals():
+    from perfcast.compose import forecast_inference
+
+    f = forecast_inference(get_model("llama-2-7b"), cluster_for(get_device("a100-sxm4-80gb"), 1),
+                           prompt_tokens=512, output_tokens=64,
+                           time_model=PhysicsModel(shipped_calibration()))
+    iv = f.intervals_s()
+    for key, value in (("ttft_s", f.ttft_s), ("tpot_s", f.tpot_s), ("e2e_s", f.e2e_s)):
+        low, high = iv[key]
+        assert low < value < high

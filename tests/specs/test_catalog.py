@@ -40,9 +40,9 @@ def test_every_gpu_number_has_a_source(name):
     device = get_device(name)
     dumped = device.model_dump(exclude={"sources", "name", "kind"}, exclude_none=True)
     for field, value in dumped.items():
-        if field == "dense_peak_flops":
+        if field in ("dense_peak_flops", "matrix_peak_flops"):
             for dtype in value:
-                assert f"dense_peak_flops.{dtype}" in device.sources, (name, dtype)
+                assert f"{field}.{dtype}" in device.sources, (name, field, dtype)
         else:
             assert field in device.sources, (name, field)
 

@@ -30,8 +30,7 @@ def test_model_mape_does_not_regress(rows, device):
 
 
 def test_composition_beats_the_roofline(rows):
-    """Pooled over all configurations, and on each device listed in the thresholds (not yet
-    MI100/MI210, where the GEMM tier over-predicts model-sized FP32 GEMMs by ~30%)."""
+    """Pooled over all configurations, and on each device listed in the thresholds."""
     e2e = rows[(rows["split"] == "models") & (rows["group"] == "all")]
     wide = e2e.pivot_table(index="device", columns="method", values="mape")
     n = e2e.groupby("device")["n"].max()

@@ -68,6 +68,8 @@ def _payload(f: InferenceForecast, inputs: dict) -> dict:
         "perfcast_version": __version__, "inputs": inputs,
         "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "e2e_s": f.e2e_s,
         "throughput_tok_s": f.throughput_tok_s,
+        "interval_s": {k: None if v is None else {"low": v[0], "high": v[1], "level": 0.9}
+                       for k, v in f.intervals_s().items()},
         "memory_bytes": f.memory.as_dict(),
         "breakdown": {"prefill": f.prefill.breakdown(), "decode_step": decode,
                       "by_family": f.breakdown().to_dict("records")},

@@ -33,6 +33,24 @@ class InferenceForecast:
     decode_steps: int
     notes: list[str] = field(default_factory=list)
 
+    def intervals_s(self) -> dict[str, tuple[float, float] | None]:
+        """90% intervals of TTFT, TPOT and end-to-end latency: each step's kernel-tier
+        interval, decode's relative width applied to the mean decode step."""
+        def scaled(step: StepForecast | None, value: float | None):
+            if step is None or value is None or step.interval_s is None or not step.time_s:
+                return None
+            low, high = step.interval_s
+            return (value * low / step.time_s, value * high / step.time_s)
+
+        ttft = scaled(self.prefill, self.ttft_s)
+        tpot = scaled(self.decode, self.tpot_s)
+        e2e = None
+        if ttft is not None:
+            steps = self.decode_steps
+            e2e = (ttft[0] + (tpot[0] * steps if tpot else 0.0),
+                   ttft[1] + (tpot[1] * steps if tpot else 0.0))
+        return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e}
+
     def breakdown(self) -> pd.DataFrame:
         """Seconds per kernel family in prefill and in all decode steps together."""
         parts = [self.prefill.by("family").assign(phase="prefill")]

@@ -57,20 +57,27 @@ DEFAULT_OP = {"gemm": "gemm", "attn_prefill": "attn", "attn_decode": "attn",
 @dataclass
 class DeviceCorrection:
     """One device x family x dtype: the family refitted on the device's own sample (anchored
-    on the shared parameters) and residuals at its measured shapes."""
+    on the shared parameters), the device's own regime grid over what the shared grid leaves
+    (so its data overrides cross-device shape effects where it has them), and residuals at
+    its measured shapes."""
 
     params: FamilyParams
     residual: NeighbourResidual
     rows: int
+    grid: ResidualGrid | None = None
 
     def to_dict(self) -> dict:
-        return {"params": self.params.to_dict(), "residual": self.residual.to_dict(),
-                "rows": self.rows}
+        out = {"params": self.params.to_dict(), "residual": self.residual.to_dict(),
+               "rows": self.rows}
+        if self.grid is not None:
+            out["grid"] = self.grid.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceCorrection:
+        grid = ResidualGrid.from_dict(data["grid"]) if "grid" in data else None
         return cls(params=FamilyParams.from_dict(data["params"]), rows=data["rows"],
-                   residual=NeighbourResidual.from_dict(data["residual"]))
+                   residual=NeighbourResidual.from_dict(data["residual"]), grid=grid)
 
 
 @dataclass
@@ -219,9 +226,11 @@ def _fit_targets(cal: Calibration, target: pd.DataFrame, devices: dict[str, Devi
         own = fit_family(fam, prep, lat / shared, grp, init=cal.families[fam],
                          prior_weight=TARGET_PRIOR_WEIGHT)
         modelled = evaluate(own, prep) * shared
+        grid = ResidualGrid.fit(bins, dts, np.log(lat / modelled))
+        modelled = modelled * np.exp(grid.correction(bins, dts))
         near = NeighbourResidual.fit(measurement_ops(rows), dts, np.log(lat / modelled))
         out.setdefault(name, {})[f"{family}/{dtype}"] = DeviceCorrection(
-            params=own, residual=near, rows=len(rows))
+            params=own, residual=near, rows=len(rows), grid=grid)
     return out
 
 
@@ -270,6 +279,8 @@ class PhysicsModel:
             log_fix = self.calibration.residuals[fam].correction(bins, dts)
             if corr is not None:
                 log_fix = log_fix + corr.residual.correction(part, dts)
+                if corr.grid is not None:
+                    log_fix = log_fix + corr.grid.correction(bins, dts)
             out[idx] = np.maximum(t * np.exp(log_fix), out[idx])  # never beat the roofline
         comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
         return np.where(comm, 0.0, out)

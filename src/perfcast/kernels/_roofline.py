@@ -48,10 +48,12 @@ class UnitEfficiency:
 
 
 def peak_flops(ops: pd.DataFrame, device: Device) -> np.ndarray:
-    """Peak FLOP/s per row: tensor-core peak of the row's dtype for matmul families, the
-    vector (fp32) rate for the rest. Hash lookups, so 10^6 rows stay cheap."""
+    """Peak FLOP/s per row: the matrix-unit peak of the row's dtype for matmul families
+    (`matrix_peak_flops` where the device lists one, else the dense peak), the vector (fp32)
+    rate for the rest. Hash lookups, so 10^6 rows stay cheap."""
     tensor = ops["family"].isin(TENSOR_FAMILIES).to_numpy()
     peaks = {d.value: flops for d, flops in device.dense_peak_flops.items()}
+    peaks.update({d.value: flops for d, flops in device.matrix_peak_flops.items()})
     per_dtype = ops["dtype"].map(peaks).to_numpy(dtype=float, na_value=np.nan)
     missing = tensor & np.isnan(per_dtype)
     if missing.any():

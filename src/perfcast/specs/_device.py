@@ -30,6 +30,10 @@ class Device(BaseModel):
     dense_peak_flops: dict[DType, float] = Field(
         description="dense peak FLOP/s (OP/s for int) per math dtype"
     )
+    matrix_peak_flops: dict[DType, float] = Field(
+        default_factory=dict,
+        description="matrix-unit peak where it differs from dense_peak_flops for a dtype "
+        "(AMD CDNA runs FP32 GEMMs on MFMA at twice the vector rate); GEMMs and attention use it")
     hbm_capacity_bytes: float = Field(gt=0)
     hbm_bandwidth_bps: float = Field(gt=0, description="device-memory bandwidth, bytes/s")
     l2_bytes: float | None = Field(default=None, gt=0)

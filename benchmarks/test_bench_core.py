@@ -30,7 +30,8 @@ def test_price_one_million_ops(benchmark, million_ops):
     device = get_device("h100-sxm")
     times = benchmark(RooflineModel().kernel_times, million_ops, device)
     assert len(times) == 1_000_000
-    assert benchmark.stats["mean"] < 1.0
+    if benchmark.stats is not None:  # None under --benchmark-disable
+        assert benchmark.stats["mean"] < 1.0
 
 
 def test_build_step_ops(benchmark):

@@ -8,6 +8,7 @@ from perfcast.compose._parallel import (
     data_parallel_step,
     pipeline_step,
 )
+from perfcast.compose._serving_step import BatchStats, ServingStepModel
 from perfcast.compose._step import (
     EAGER_DISPATCH_S,
     Execution,
@@ -19,6 +20,7 @@ from perfcast.compose._step import (
 from perfcast.compose._trace import chrome_trace, step_timeline
 
 __all__ = [
+    "BatchStats", "ServingStepModel",
     "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "ParallelStep",
     "data_parallel_step", "pipeline_step", "Execution", "InferenceForecast", "StepForecast",
     "chrome_trace", "forecast_inference", "host_overhead_s", "kernel_sequence", "model_tier",

@@ -16,8 +16,10 @@ from perfcast.validate._models import (
     load_model_labels,
     validate_models,
 )
+from perfcast.validate._serving_step import validate_serving_steps
 
 __all__ = [
+    "validate_serving_steps",
     "MODEL_TARGET_MAPE", "TARGETS", "KernelSplit", "forecast_model_label", "gemm_baseline",
     "gemm_ops", "kernel_residuals", "kernel_splits", "load_gemm_slice", "load_layer_op_labels",
     "load_model_labels", "summarise", "validate_kernels", "validate_models",

@@ -1,0 +1,175 @@
+"""ServingStepModel agrees with direct pricing (step_time of step_ops) on random mixed
+batches, is monotone, deterministic, and refuses bad input by name."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfcast.compose import BatchStats, ServingStepModel, host_overhead_s, step_time
+from perfcast.errors import InputError
+from perfcast.kernels import PhysicsModel, RooflineModel, shipped_calibration
+from perfcast.ops import Batch, step_ops
+from perfcast.specs import ParallelPlan, cluster_for, get_device, get_model
+
+_prefill = st.tuples(st.integers(1, 2048), st.integers(0, 8000))
+_batch = st.tuples(st.lists(_prefill, max_size=4), st.lists(st.integers(1, 8000), max_size=160)
+                   ).filter(lambda b: b[0] or b[1])
+BATCHES = st.lists(_batch, min_size=30, max_size=30)
+
+
+def _args(b):
+    return tuple(p[0] for p in b[0]), tuple(p[1] for p in b[0]), tuple(b[1])
+
+
+@pytest.fixture(scope="module")
+def roofline_model(llama7b, a100_box):
+    return ServingStepModel(llama7b, a100_box, time_model=RooflineModel())
+
+
+@pytest.fixture(scope="module")
+def physics_model(llama7b, a100_box):
+    return ServingStepModel(llama7b, a100_box, time_model=PhysicsModel(shipped_calibration()))
+
+
+def _errors(sm, batches):
+    out = []
+    for b in batches:
+        pt, pc, dc = _args(b)
+        batch = Batch(prefill_tokens=pt, prefill_context=pc, decode_context=dc)
+        direct = step_time(step_ops(sm.model, batch, sm.precision, sm.plan), sm.cluster,
+                           sm.execution, host_overhead_s("vllm-v0", batch.num_seqs, sm.plan.tp),
+                           sm.time_model).time_s
+        out.append(abs(sm.step_time_s(pt, pc, dc) / direct - 1))
+    return np.array(out)
+
+
+@settings(max_examples=3, deadline=None)
+@given(BATCHES)
+def test_agrees_with_direct_pricing_roofline(roofline_model, batches):
+    err = _errors(roofline_model, batches)
+    assert np.median(err) <= 0.01 and err.max() <= 0.03, (np.median(err), err.max())
+
+
+@settings(max_examples=3, deadline=None)
+@given(BATCHES)
+def test_agrees_with_direct_pricing_calibrated(physics_model, batches):
+    """The calibrated model's shape residuals are binned (steps of 10-40% in one attention
+    kernel at bin edges); interpolation smooths a step inside a grid cell, so the bound on
+    the worst step is looser than on the median."""
+    err = _errors(physics_model, batches)
+    assert np.median(err) <= 0.01 and err.max() <= 0.2, (np.median(err), err.max())
+
+
+@settings(max_examples=3, deadline=None)
+@given(BATCHES)
+def test_vectorised_equals_single(physics_model, batches):
+    args = [_args(b) for b in batches]
+    stats = BatchStats.concat([BatchStats.of(Batch(prefill_tokens=pt, prefill_context=pc,
+                                                   decode_context=dc)) for pt, pc, dc in args])
+    single = [physics_model.step_time_s(*a) for a in args]
+    np.testing.assert_allclose(physics_model.step_times_s(stats), single, rtol=1e-12)
+
+
+def _direct_s(sm, pt, pc, dc):
+    batch = Batch(prefill_tokens=pt, prefill_context=pc, decode_context=dc)
+    return step_time(step_ops(sm.model, batch), sm.cluster, sm.execution,
+                     host_overhead_s("vllm-v0", batch.num_seqs, 1), sm.time_model).time_s
+
+
+@settings(max_examples=60, deadline=None)
+@given(_batch, st.integers(1, 512), st.integers(1, 2000))
+def test_more_tokens_or_context_is_never_faster(roofline_model, b, extra_tokens, extra_ctx):
+    """Wherever the kernel model itself is monotone (the roofline is not quite: one more
+    query tile can halve attention's wave-quantisation loss), so is the serving model, up to
+    1e-6 relative (several prefill coordinates move at once under interpolation)."""
+    pt, pc, dc = _args(b)
+    larger = []
+    if pt:
+        larger += [((pt[0] + extra_tokens, *pt[1:]), pc, dc), (pt, (pc[0] + extra_ctx, *pc[1:]),
+                                                               dc)]
+    if dc:
+        larger += [(pt, pc, (dc[0] + extra_ctx, *dc[1:])), (pt, pc, (*dc, 1))]
+    base = roofline_model.step_time_s(pt, pc, dc)
+    direct = _direct_s(roofline_model, pt, pc, dc)
+    for args in larger:
+        if _direct_s(roofline_model, *args) >= direct:
+            assert roofline_model.step_time_s(*args) >= base * (1 - 1e-6), args
+
+
+def test_deterministic_whatever_the_query_order(llama7b, a100_box):
+    queries = [((512,), (100,), (700,) * 8), ((), (), (3000,) * 64), ((16,), (0,), ())]
+    a = ServingStepModel(llama7b, a100_box, time_model=PhysicsModel(shipped_calibration()))
+    b = ServingStepModel(llama7b, a100_box, time_model=PhysicsModel(shipped_calibration()))
+    first = [a.step_time_s(*q) for q in queries]
+    second = [b.step_time_s(*q) for q in reversed(queries)][::-1]
+    assert first == second == [a.step_time_s(*q) for q in queries]
+
+
+def test_breakdown_sums_to_the_step(physics_model):
+    parts = physics_model.breakdown((300,), (1000,), (2000,) * 16)
+    assert parts["time_s"] == pytest.approx(physics_model.step_time_s((300,), (1000,),
+                                                                      (2000,) * 16))
+    assert sum(v for k, v in parts.items() if k != "time_s") == pytest.approx(parts["time_s"])
+    assert parts["gemm_s"] > 0 and parts["attention_s"] > 0 and parts["host_s"] > 0
+
+
+def test_pipeline_stages_split_the_layers(a100_box):
+    model = get_model("llama-2-13b")
+    one = ServingStepModel(model, a100_box, time_model=RooflineModel(), host="none")
+    two = ServingStepModel(model, a100_box, plan=ParallelPlan(pp=2), time_model=RooflineModel(),
+                           host="none")
+    stats = BatchStats.of(Batch(prefill_tokens=(128,), decode_context=(900,) * 8))
+    stages = two.stage_times_s(stats)
+    assert stages.shape == (1, 2)
+    assert stages.sum() == pytest.approx(one.step_times_s(stats)[0])
+    assert stages[0, 0] < stages[0, 1]  # the head (lm_head, sampling) sits on the last stage
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "mistral-7b"])
+def test_moe_and_sliding_window_models(name):
+    model = get_model(name)
+    box = cluster_for(get_device("h100-sxm"), 2)
+    sm = ServingStepModel(model, box, plan=ParallelPlan(tp=2), time_model=RooflineModel())
+    batches = [((300,), (5000,), (6000,) * 12), ((), (), (9000,) * 40), ((2000,), (0,), ())]
+    err = _errors(sm, [(list(zip(pt, pc, strict=True)), list(dc)) for pt, pc, dc in batches])
+    assert err.max() <= 0.03, err
+
+
+def test_eager_stays_close_to_the_dispatch_queue(llama7b, a100_box):
+    sm = ServingStepModel(llama7b, a100_box, execution="eager", time_model=RooflineModel())
+    graph = ServingStepModel(llama7b, a100_box, time_model=RooflineModel())
+    for q in [((), (), (100,)), ((), (), (2000,) * 64), ((1024,), (0,), (500,) * 8)]:
+        batch = Batch(prefill_tokens=q[0], prefill_context=q[1], decode_context=q[2])
+        direct = step_time(step_ops(llama7b, batch), a100_box, "eager",
+                           host_overhead_s("vllm-v0", batch.num_seqs, 1)).time_s
+        assert sm.step_time_s(*q) == pytest.approx(direct, rel=0.05)
+        assert sm.step_time_s(*q) >= graph.step_time_s(*q)
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (((0,), (), ()), "prefill_tokens"),
+    (((5,), (1, 2), ()), "prefill_context"),
+    (((), (), (0,)), "decode_context"),
+    (((), (), ()), "batch"),
+    (((), (), (10,) * 2000), "sequences"),
+    (((200_000,), (), ()), "tokens"),
+    (((), (), (500_000,)), "decode_context"),
+])
+def test_bad_batches_are_named(roofline_model, args, field):
+    with pytest.raises(InputError) as err:
+        roofline_model.step_time_s(*args)
+    assert err.value.field == field
+
+
+def test_bad_construction_and_stats(llama7b, a100_box):
+    with pytest.raises(InputError, match="decoder"):
+        ServingStepModel(get_model("bert-large"), a100_box)
+    with pytest.raises(InputError, match="execution"):
+        ServingStepModel(llama7b, a100_box, execution="turbo")
+    with pytest.raises(InputError, match="host_overhead"):
+        ServingStepModel(llama7b, a100_box, host="sglang")
+    with pytest.raises(InputError, match="batch_stats"):
+        BatchStats([1, 2], [1], [1], [1], [0], [0])
+    with pytest.raises(InputError, match="decode_keys_total"):
+        BatchStats([0], [0], [0], [0], [3], [2])

@@ -1,8 +1,8 @@
 """Composed layer times against Vidur's and AIConfigurator's measured ops; fails when a
 headline figure regresses past tests/validate/serving_step_accuracy_thresholds.json.
 
-Needs the shared measurement folder (../shared/data or $PERFCAST_DATA_DIR); skipped without
-it. The full table is docs/validation/serving_step.md."""
+Runs on the shipped measured layer points (validate/data/serving_step_points.csv, derived by
+scripts/build_serving_step_points.py). The full table is docs/validation/serving_step.md."""
 
 import json
 from pathlib import Path
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from perfcast.validate import validate_serving_steps
-from perfcast.validate._serving_step import default_data_dir
 
 THRESHOLDS = json.loads((Path(__file__).parent / "serving_step_accuracy_thresholds.json")
                         .read_text())
@@ -18,8 +17,6 @@ THRESHOLDS = json.loads((Path(__file__).parent / "serving_step_accuracy_threshol
 
 @pytest.fixture(scope="module")
 def summary():
-    if not (default_data_dir() / "vidur-profiling").is_dir():
-        pytest.skip("shared measurement data not present")
     rows = validate_serving_steps(points_per_group=THRESHOLDS["points_per_group"])
     rows["kind"] = rows["method"].str.split(":").str[0]
     return rows.groupby(["split", "kind"])["mape"].median()
@@ -37,8 +34,6 @@ def test_calibrated_beats_the_roofline(summary):
 
 
 def test_rows_have_the_kernel_validation_form():
-    if not (default_data_dir() / "aiconfigurator").is_dir():
-        pytest.skip("shared measurement data not present")
-    rows = validate_serving_steps(sources=("aiconfigurator",), points_per_group=2)
+    rows = validate_serving_steps(points_per_group=2)
     assert list(rows.columns) == ["split", "device", "group", "method", "mape", "p90_ape", "n"]
     assert set(rows["method"]) == {"roofline", "perfcast:target_measured"}

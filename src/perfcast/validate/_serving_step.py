@@ -18,7 +18,7 @@ so for target-measured devices this checks composition, not generalisation.
 
 from __future__ import annotations
 
-import os
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from perfcast.kernels import ExecutionTimeModel, PhysicsModel, RooflineModel, sh
 from perfcast.ops import Batch, step_ops
 from perfcast.specs import DType, ParallelPlan, Precision, get_device, get_model
 
-__all__ = ["default_data_dir", "validate_serving_steps"]
+__all__ = ["layer_points_from_shared", "load_layer_points", "validate_serving_steps"]
 
 VIDUR_MODELS = {"meta-llama/Llama-2-7b-hf": "llama-2-7b", "meta-llama/Llama-2-70b-hf":
                 "llama-2-70b", "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
@@ -46,13 +46,8 @@ AIC_DEVICES = {"a100_sxm": "a100-sxm4-80gb", "h100_sxm": "h100-sxm", "h200_sxm":
                "gb300": "gb300", "l40s": "l40s", "rtx_pro_6000_server": "rtx-pro-6000"}
 AIC_SHAPES = {"llama-3-8b/ffn8192": "llama-3-8b", "llama-3-70b/ffn8192": "llama-3-70b"}
 AIC_OPS = ("qkv_proj", "o_proj", "mlp_up_proj", "mlp_down_proj", "attn")
+AIC_FFN = 8192  # AIC's GEMM grid has 8192-wide FFN shapes, not Llama's own
 DECODE_MAX_TOKENS = 256  # Vidur points up to this many tokens are decode-sized batches
-
-
-def default_data_dir() -> Path:
-    """$PERFCAST_DATA_DIR, else ../shared/data beside the repository."""
-    env = os.environ.get("PERFCAST_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[4] / "shared" / "data"
 
 
 def _layer_seconds(model, batches, plan, precision, ops, device, time_model) -> np.ndarray:
@@ -66,7 +61,7 @@ def _layer_seconds(model, batches, plan, precision, ops, device, time_model) -> 
     return pd.Series(times).groupby(rows["point"].to_numpy()).sum().to_numpy()
 
 
-def _vidur_points(root: Path, per_file: int) -> list[tuple]:
+def _vidur_points(root: Path, per_file: int) -> list[dict]:
     out = []
     for gpu, device in VIDUR_DEVICES.items():
         for hf, name in VIDUR_MODELS.items():
@@ -80,50 +75,37 @@ def _vidur_points(root: Path, per_file: int) -> list[tuple]:
             df = df.assign(measured_s=df[cols].to_numpy() @ weights / 1e3)
             df = df.sort_values(["num_tensor_parallel_workers", "num_tokens"])
             small = df["num_tokens"] <= DECODE_MAX_TOKENS
-            out.append((device, name, pd.concat([  # per_file points of each split
-                part.iloc[::max(len(part) // per_file, 1)] for part in (df[small], df[~small])])))
+            for part in (df[small], df[~small]):  # per_file points of each split
+                for r in part.iloc[::max(len(part) // per_file, 1)].itertuples():
+                    t = int(r.num_tokens)
+                    out.append({"split": "vidur:decode" if t <= DECODE_MAX_TOKENS
+                                else "vidur:prefill", "device": device, "group": name,
+                                "model": name, "ffn": 0,
+                                "tp": int(r.num_tensor_parallel_workers), "kind": "tokens",
+                                "batch": 1, "tokens": t, "measured_s": float(r.measured_s),
+                                "source_file": str(path.relative_to(root))})
     return out
 
 
-def _vidur_rows(root: Path, per_file: int, methods) -> list[dict]:
-    rows = []
-    ops = [o for v in VIDUR_OPS.values() for o in v]
-    prec = Precision(weights=DType.FP16, activations=DType.FP16, kv_cache=DType.FP16)
-    for device_name, name, df in _vidur_points(root, per_file):
-        device, model = get_device(device_name), get_model(name)
-        for tp, part in df.groupby("num_tensor_parallel_workers"):
-            tokens = part["num_tokens"].to_numpy(dtype=int)
-            batches = [Batch(prefill_tokens=(int(t),)) for t in tokens]
-            for method, tm in methods(device_name):
-                pred = _layer_seconds(model, batches, ParallelPlan(tp=int(tp)), prec, ops,
-                                      device, tm)
-                for t, p, m in zip(tokens, pred, part["measured_s"], strict=True):
-                    split = "vidur:decode" if t <= DECODE_MAX_TOKENS else "vidur:prefill"
-                    rows.append({"split": split, "device": device_name, "group": name,
-                                 "method": method, "ape": abs(p / m - 1)})
-    return rows
-
-
-def _aic_table(root: Path, system: str, kind: str) -> pd.DataFrame | None:
+def _aic_table(root: Path, system: str, kind: str) -> dict | None:
     files = sorted((root / "aiconfigurator/systems/data" / system / kind).glob(
         "trtllm/*/*.parquet"))
     return {f.stem: pd.read_parquet(f) for f in files} if files else None
 
 
-def _aic_rows(root: Path, per_split: int, methods) -> list[dict]:
-    rows = []
+def _aic_points(root: Path, per_split: int) -> list[dict]:
+    out = []
     for system, device_name in AIC_DEVICES.items():
         attn, gemm = _aic_table(root, system, "attention"), _aic_table(root, system, "gemm")
         if not attn or not gemm:
             continue
         g = gemm["gemm_perf"]
         g = g[g["gemm_dtype"] == "bfloat16"].groupby(["m", "n", "k"])["latency"].median()
-        device = get_device(device_name)
         for group, base in AIC_SHAPES.items():
-            model = get_model(base).model_copy(update={"intermediate_size": 8192})
+            model = get_model(base)
             h, hd = model.hidden_size, model.head_dim
             shapes = [((model.num_heads + 2 * model.num_kv_heads) * hd, h), (h, h),
-                      (2 * 8192, h), (h, 8192)]
+                      (2 * AIC_FFN, h), (h, AIC_FFN)]
             for split, table in (("aic:context", "context_attention_perf"),
                                  ("aic:generation", "generation_attention_perf")):
                 a = attn[table]
@@ -139,16 +121,46 @@ def _aic_rows(root: Path, per_split: int, methods) -> list[dict]:
                 gemm_ms = sum(g.reindex(k).to_numpy() for k in keys)
                 a = a.assign(measured_s=(a["latency"] + gemm_ms) / 1e3).dropna()
                 a = a.iloc[::max(len(a) // per_split, 1)]
-                batches = [Batch.prefill(int(b), int(i)) if ctx else Batch.decode(int(b),
-                           int(s) + 1) for b, i, s in zip(a["batch_size"], a["isl"], a["step"],
-                                                          strict=True)]
-                for method, tm in methods(device_name):
-                    pred = _layer_seconds(model, batches, ParallelPlan(), Precision(), AIC_OPS,
-                                          device, tm)
-                    rows += [{"split": split, "device": device_name, "group": group,
-                              "method": method, "ape": abs(p / mm - 1)}
-                             for p, mm in zip(pred, a["measured_s"], strict=True)]
-    return rows
+                for r in a.itertuples():
+                    out.append({"split": split, "device": device_name, "group": group,
+                                "model": base, "ffn": AIC_FFN, "tp": 1,
+                                "kind": "prefill" if ctx else "decode",
+                                "batch": int(r.batch_size),
+                                "tokens": int(r.isl) if ctx else int(r.step) + 1,
+                                "measured_s": float(r.measured_s),
+                                "source_file": f"aiconfigurator/systems/data/{system}"})
+    return out
+
+
+def layer_points_from_shared(data_dir: str | Path, points_per_group: int = 64
+                             ) -> pd.DataFrame:
+    """Measured layer times (seconds) with the batch that produced them, from the raw Vidur
+    and AIConfigurator folders: what scripts/build_serving_step_points.py ships."""
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise InputError("data_dir", f"{root} is not a directory",
+                         "the shared data folder (vidur-profiling/, aiconfigurator/)")
+    return pd.DataFrame(_vidur_points(root, points_per_group)
+                        + _aic_points(root, points_per_group))
+
+
+def load_layer_points() -> pd.DataFrame:
+    """The shipped measured layer points (validate/data/serving_step_points.csv)."""
+    with (resources.files("perfcast.validate") / "data" / "serving_step_points.csv"
+          ).open("rb") as f:
+        return pd.read_csv(f)
+
+
+def _batches(part: pd.DataFrame) -> list[Batch]:
+    out = []
+    for kind, b, t in zip(part["kind"], part["batch"], part["tokens"], strict=True):
+        if kind == "tokens":
+            out.append(Batch(prefill_tokens=(int(t),)))
+        elif kind == "prefill":
+            out.append(Batch.prefill(int(b), int(t)))
+        else:
+            out.append(Batch.decode(int(b), int(t)))
+    return out
 
 
 def _methods(device_name: str) -> list[tuple[str, ExecutionTimeModel]]:
@@ -157,23 +169,34 @@ def _methods(device_name: str) -> list[tuple[str, ExecutionTimeModel]]:
             (f"perfcast:{cal.tier_for(device_name)}", PhysicsModel(cal))]
 
 
-def validate_serving_steps(data_dir: str | Path | None = None,
-                           sources: tuple[str, ...] = ("vidur", "aiconfigurator"),
-                           points_per_group: int = 64) -> pd.DataFrame:
+def _vidur_precision() -> Precision:
+    return Precision(weights=DType.FP16, activations=DType.FP16, kv_cache=DType.FP16)
+
+
+def validate_serving_steps(points: pd.DataFrame | None = None,
+                           points_per_group: int | None = None) -> pd.DataFrame:
     """MAPE and P90 APE of composed layer times per split x device x group x method
-    (the `validate_kernels` row form: split, device, group, method, mape, p90_ape, n)."""
-    root = Path(data_dir) if data_dir else default_data_dir()
-    if not root.is_dir():
-        raise InputError("data_dir", f"{root} is not a directory",
-                         "the shared data folder (vidur-profiling/, aiconfigurator/)")
-    unknown = set(sources) - {"vidur", "aiconfigurator"}
-    if unknown:
-        raise InputError("sources", f"unknown {sorted(unknown)}", "vidur, aiconfigurator")
+    (the `validate_kernels` row form: split, device, group, method, mape, p90_ape, n).
+    `points` default: the shipped measured layer points; `points_per_group` thins them."""
+    points = load_layer_points() if points is None else points
     rows = []
-    if "vidur" in sources:
-        rows += _vidur_rows(root, points_per_group, _methods)
-    if "aiconfigurator" in sources:
-        rows += _aic_rows(root, points_per_group, _methods)
+    for (split, device_name, group, model_name, ffn, tp), part in points.groupby(
+            ["split", "device", "group", "model", "ffn", "tp"], sort=True):
+        if points_per_group:
+            part = part.iloc[::max(len(part) // points_per_group, 1)]
+        model = get_model(model_name)
+        if ffn:
+            model = model.model_copy(update={"intermediate_size": int(ffn)})
+        vidur = split.startswith("vidur")
+        ops = [o for v in VIDUR_OPS.values() for o in v] if vidur else AIC_OPS
+        prec = _vidur_precision() if vidur else Precision()
+        device = get_device(device_name)
+        for method, tm in _methods(device_name):
+            pred = _layer_seconds(model, _batches(part), ParallelPlan(tp=int(tp)), prec, ops,
+                                  device, tm)
+            ape = np.abs(pred / part["measured_s"].to_numpy(dtype=float) - 1)
+            rows += [{"split": split, "device": device_name, "group": group,
+                      "method": method, "ape": a} for a in ape]
     df = pd.DataFrame(rows, columns=["split", "device", "group", "method", "ape"])
     out = df.groupby(["split", "device", "group", "method"], sort=True)["ape"].agg(
         mape="mean", p90_ape=lambda x: float(np.quantile(x, 0.9)), n="size")

@@ -5,10 +5,11 @@ target-measured tier the 90% of a device's rows its 10% sample did not include),
 kernel family:
   sigma_log  root-mean-square of log(predicted / measured): the spread of one kernel's error,
              bias included (an interval is centred on the forecast)
-  rho        the share of that variance common to every kernel of the family on one device
-             (sum of n_g * mean_g^2 over held-out devices g, over sum of r^2): how strongly
-             two kernels of a family err together, so a step's family error grows with N
-             (rho = 1) rather than sqrt(N) (rho = 0)
+  rho        the share of that variance common to kernels of the family that sit close
+             together on one device (sum of n_g * mean_g^2 over groups g = held-out device x
+             octave of FLOPs x octave of bytes, over sum of r^2): how strongly the kernels of
+             a model's layer, which share a size, err together, so a step's family error grows
+             with N (rho = 1) rather than sqrt(N) (rho = 0)
 
     python scripts/fit_uncertainty.py [--train-rows 1000] [--test-rows 1500]
 """
@@ -29,6 +30,10 @@ OUT = Path(__file__).resolve().parents[1] / "src" / "perfcast" / "kernels" / "da
 SPLITS = ["neusight", "generation", "loo:vidur", "loo:neusight"]
 
 
+def _octave(values) -> np.ndarray:
+    return np.floor(np.log2(np.maximum(values, 1.0))).astype(int).astype(str)
+
+
 def _stats(r: np.ndarray, groups: np.ndarray) -> dict:
     total = float(np.sum(r**2))
     common = sum(float(np.sum(groups == g)) * float(np.mean(r[groups == g])) ** 2
@@ -47,7 +52,8 @@ def main() -> None:
     res = res[np.isfinite(res["log_ratio"])]
     tiers: dict[str, dict] = {}
     for (method, family), g in res.groupby(["method", "family"], sort=True):
-        groups = (g["split"] + "/" + g["device"]).to_numpy(dtype=object)
+        groups = (g["split"] + "/" + g["device"] + "/" + _octave(g["flops"]) + "/"
+                  + _octave(g["bytes"])).to_numpy(dtype=object)
         tiers.setdefault(method, {})[family] = _stats(g["log_ratio"].to_numpy(), groups)
     for fams in tiers.values():
         fams["default"] = {k: float(np.median([f[k] for f in fams.values()]))

@@ -17,11 +17,13 @@ from perfcast.cli._common import emit_json, guarded
 from perfcast.errors import InputError
 from perfcast.measure._cpu import local_cpu_device
 from perfcast.measure._harness import run_cpu_sweep, run_gpu_sweep
+from perfcast.measure._torch_cpu import measure_torch_dispatch_s, run_torch_cpu_sweep
 from perfcast.specs import Device, get_device
 
 console = Console()
 SUFFIXES = (".parquet", ".csv")
 DEVICES = ("cpu", "cuda")
+BACKENDS = ("numpy", "torch")
 
 
 def _device_path(out: Path) -> Path:
@@ -84,11 +86,24 @@ def _print(summary: pd.DataFrame, spec: Device | None, out: Path, seconds: float
     console.print(f"wrote {out}" + (f" and {_device_path(out)}" if spec is not None else ""))
 
 
+def _with_torch_dispatch(spec: Device) -> Device:
+    """The CPU spec with torch's per-op dispatch as its launch overhead (what an eager torch
+    model pays per kernel on this CPU)."""
+    sources = {**spec.sources, "kernel_launch_overhead_s": (
+        "measured: median seconds of one eager torch op (an allocating add) on 1-element "
+        "fp32 tensors, one thread")}
+    return spec.model_copy(update={"kernel_launch_overhead_s": measure_torch_dispatch_s(),
+                                   "sources": sources})
+
+
 @guarded
 def measure(
     out: Annotated[Path, typer.Option("--out", help="Output file: .parquet or .csv.")],
-    device: Annotated[str, typer.Option(help="What to time: cpu (numpy) or cuda (torch).")] = (
-        "cpu"),
+    device: Annotated[str, typer.Option(help="What to time: cpu or cuda (torch).")] = "cpu",
+    backend: Annotated[str | None, typer.Option(
+        help="CPU kernels to time: numpy (the op families; the default) or torch (eager "
+             "PyTorch kernels, one thread; needs the 'torch' extra). cuda is always torch.")
+    ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A small sweep (seconds).")] = False,
     repeats: Annotated[int, typer.Option(help="Timed repeats per shape (median kept).")] = 5,
     seed: Annotated[int, typer.Option(help="Seed for the shape list and data.")] = 0,
@@ -100,14 +115,23 @@ def measure(
     kind = device.strip().lower()
     if kind not in DEVICES:
         raise InputError("device", f"unknown device {device!r}", DEVICES)
+    lib = (backend or ("numpy" if kind == "cpu" else "torch")).strip().lower()
+    if lib not in BACKENDS:
+        raise InputError("backend", f"unknown backend {backend!r}", BACKENDS)
+    if kind == "cuda" and lib != "torch":
+        raise InputError("backend", "cuda kernels are timed with torch", ["torch"])
     out = _check_out(out, force)
     started = time.perf_counter()
     if kind == "cpu":
         status = (contextlib.nullcontext() if json_out
-                  else console.status("timing numpy kernels on one CPU thread..."))
+                  else console.status(f"timing {lib} kernels on one CPU thread..."))
         with status:
-            df = run_cpu_sweep(quick=quick, repeats=repeats, seed=seed)
-            spec: Device | None = local_cpu_device(threads=1)
+            if lib == "torch":
+                df = run_torch_cpu_sweep(quick=quick, repeats=repeats, seed=seed)
+                spec: Device | None = _with_torch_dispatch(local_cpu_device(threads=1))
+            else:
+                df = run_cpu_sweep(quick=quick, repeats=repeats, seed=seed)
+                spec = local_cpu_device(threads=1)
     else:
         df = run_gpu_sweep(quick=quick, repeats=repeats, seed=seed)
         spec = _gpu_spec(str(df["device"].iloc[0]))

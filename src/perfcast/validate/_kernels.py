@@ -143,7 +143,8 @@ def kernel_residuals(store: pd.DataFrame, splits: list[str] | None = None,
                      train_per_group: int | None = 2000, test_per_group: int | None = None,
                      seed: int = 0, progress: Callable[[str], None] | None = None
                      ) -> pd.DataFrame:
-    """Per held-out row and method: log(predicted / measured), for uncertainty fits."""
+    """Per held-out row and method: its FLOPs and bytes and log(predicted / measured), for
+    uncertainty fits."""
     parts = []
     for split, held, predictions in _split_predictions(store, splits, train_per_group,
                                                        test_per_group, seed, progress):
@@ -152,6 +153,8 @@ def kernel_residuals(store: pd.DataFrame, splits: list[str] | None = None,
             parts.append(pd.DataFrame({
                 "split": split.name, "device": split.device,
                 "family": held["family"].to_numpy(dtype=object), "method": method,
+                "flops": held["flops"].to_numpy(dtype=float),
+                "bytes": held["bytes"].to_numpy(dtype=float),
                 "log_ratio": np.log(np.asarray(pred, dtype=float) / meas)}))
     return pd.concat(parts, ignore_index=True)
 

@@ -19,7 +19,7 @@ PUBLIC = {
         "cluster_names", "device_names", "get_cluster", "get_device", "get_model",
         "load_model_config", "model_entries", "model_names", "parse_dtype"},
     "perfcast.ops": {
-        "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSION_RULES",
+        "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSION_RULES", "OPTIMIZERS",
         "TENSOR_FAMILIES", "Batch", "MemoryFootprint", "attended_keys", "cnn_ops", "eager_ops",
         "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops",
         "weight_bytes_per_gpu"},

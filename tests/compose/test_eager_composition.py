@@ -16,7 +16,7 @@ from perfcast.kernels import PhysicsModel, shipped_calibration, step_interval
 from perfcast.ops import eager_ops
 from perfcast.specs import Precision, cluster_for, get_device, get_model
 
-FP32 = Precision(weights="fp32", activations="fp32", kv_cache="fp32")
+FP32 = Precision.uniform("fp32")
 
 
 @pytest.fixture(scope="module")

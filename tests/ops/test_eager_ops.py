@@ -6,7 +6,7 @@ from perfcast.errors import InputError
 from perfcast.ops import eager_ops
 from perfcast.specs import ParallelPlan, Precision, get_model
 
-FP32 = Precision(weights="fp32", activations="fp32", kv_cache="fp32")
+FP32 = Precision.uniform("fp32")
 MODELS = ["gpt2", "bert-large", "opt-1.3b", "llama-2-7b", "switch-xl4", "mixtral-8x7b"]
 
 
@@ -100,3 +100,16 @@ def test_recompute_reruns_every_layer_forward_once():
         (fwd_layers["flops"] * fwd_layers["count"]).sum())
     with pytest.raises(InputError, match="recompute"):
         eager_ops(m, 1, 128, "forward", FP32, recompute=True)
+
+
+def test_optimizer_step_is_its_own_phase():
+    m = get_model("gpt2")
+    ops = eager_ops(m, 1, 128, "training", FP32, optimizer="adam")
+    opt = ops[ops["phase"] == "optimizer"]
+    assert len(opt) == 1
+    assert float(opt["bytes_read"].iloc[0] + opt["bytes_written"].iloc[0]) == pytest.approx(
+        28 * m.total_params())
+    with pytest.raises(InputError, match="optimizer"):
+        eager_ops(m, 1, 128, "forward", FP32, optimizer="adam")
+    with pytest.raises(InputError, match="optimizer"):
+        eager_ops(m, 1, 128, "training", FP32, optimizer="lamb")

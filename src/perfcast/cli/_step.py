@@ -66,6 +66,8 @@ def step(
                      ] = False,
     recompute: Annotated[bool, typer.Option(help="Full activation recompute (training).")
                          ] = False,
+    optimizer: Annotated[str | None, typer.Option(
+        help="Add the optimizer step (training): adam or sgd.")] = None,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp x pp x dp).")] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline stages (one micro-batch).")] = 1,
@@ -90,13 +92,13 @@ def step(
                          "a new path")
     spec = get_model(model, model_config)
     dt = parse_dtype(dtype, "dtype")
-    precision = Precision(weights=dt, activations=dt, kv_cache=dt)
+    precision = Precision.uniform(dt)
     cluster = cluster_for(get_device(gpu), gpus)
     time_model, info = kernel_model(kernel_model_name, calibration)
     if isinstance(time_model, PhysicsModel):
         info["tier"] = time_model.tier(cluster.device)
     ops = eager_ops(spec, batch // dp, seq_len, mode, precision, ParallelPlan(tp=tp), fused,
-                    recompute)
+                    recompute, optimizer)
     one = step_time(ops, cluster, execution, time_model=time_model)
     total, comm = one.time_s, 0.0
     if dp > 1:
@@ -112,10 +114,11 @@ def step(
         "inputs": {"model": spec.name, "gpu": cluster.device.name, "num_gpus": gpus,
                    "tp": tp, "pp": pp, "dp": dp, "batch": batch, "seq_len": seq_len,
                    "mode": mode, "dtype": dt.value, "execution": str(execution),
-                   "fused": fused, "recompute": recompute, "kernel_model": info},
+                   "fused": fused, "recompute": recompute, "optimizer": optimizer,
+                   "kernel_model": info},
         "time_s": total, "interval_s": {"low": low + total - one.time_s,
                                         "high": high + total - one.time_s, "level": 0.9},
-        "breakdown": {**one.breakdown(), "exposed_parallel_comm_s": comm},
+        "breakdown": {**one.breakdown(), **_phases(one), "exposed_parallel_comm_s": comm},
         "kernels": int(ops["count"].sum()),
     }
     if trace is not None:
@@ -125,6 +128,12 @@ def step(
         emit_json(payload)
     else:
         _print(payload, one)
+
+
+def _phases(step) -> dict[str, float]:
+    """Seconds of kernels per phase (forward, recompute, backward, optimizer)."""
+    g = step.ops.groupby("phase", sort=False)["total_s"].sum()
+    return {f"phase.{k}": float(v) for k, v in g.items()}
 
 
 def _print(payload: dict, one) -> None:

@@ -2,7 +2,7 @@
 
 from perfcast.ops._batch import Batch, attended_keys
 from perfcast.ops._cnn import CNN_MODELS, cnn_ops
-from perfcast.ops._eager import EAGER_MODES, eager_ops
+from perfcast.ops._eager import EAGER_MODES, OPTIMIZERS, eager_ops
 from perfcast.ops._fusion import FUSION_RULES
 from perfcast.ops._memory import (
     MemoryFootprint,
@@ -15,7 +15,8 @@ from perfcast.ops._training import training_ops
 from perfcast.ops._transformer import step_ops
 
 __all__ = [
-    "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSION_RULES", "TENSOR_FAMILIES",
+    "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSION_RULES", "OPTIMIZERS",
+    "TENSOR_FAMILIES",
     "Batch", "MemoryFootprint", "attended_keys", "cnn_ops", "eager_ops", "inference_memory",
     "kv_bytes_per_token", "step_ops", "training_ops", "weight_bytes_per_gpu",
 ]

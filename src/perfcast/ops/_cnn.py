@@ -110,10 +110,16 @@ def _basic(b: _Builder, layer: str, c_in: int, planes: int, size: int, stride: i
     """torchvision BasicBlock: conv3x3-bn-relu, conv3x3-bn, [downsample], add, relu."""
     out = _conv_bn(b, layer, c_in, planes, size, 3, stride, relu=True)
     _conv_bn(b, layer, planes, planes, out, 3, 1, relu=False)
-    if stride != 1 or c_in != planes:
-        _conv_bn(b, layer, c_in, planes, size, 1, stride, relu=False)
-    b.vector(layer, "add", "elementwise", planes, out, reads=2)
-    b.vector(layer, "relu", "activation", planes, out, reads=1)
+    return _shortcut(b, layer, c_in, planes, size, out, stride)
+
+
+def _shortcut(b: _Builder, layer: str, c_in: int, c_out: int, size: int, out: int,
+              stride: int) -> int:
+    """[1x1 downsample conv + bn when the shape changes], residual add, relu."""
+    if stride != 1 or c_in != c_out:
+        _conv_bn(b, layer, c_in, c_out, size, 1, stride, relu=False)
+    b.vector(layer, "add", "elementwise", c_out, out, reads=2)
+    b.vector(layer, "relu", "activation", c_out, out, reads=1)
     return out
 
 
@@ -123,11 +129,7 @@ def _bottleneck(b: _Builder, layer: str, c_in: int, planes: int, size: int, stri
     _conv_bn(b, layer, c_in, planes, size, 1, 1, relu=True)
     out = _conv_bn(b, layer, planes, planes, size, 3, stride, relu=True)
     _conv_bn(b, layer, planes, wide, out, 1, 1, relu=False)
-    if stride != 1 or c_in != wide:
-        _conv_bn(b, layer, c_in, wide, size, 1, stride, relu=False)
-    b.vector(layer, "add", "elementwise", wide, out, reads=2)
-    b.vector(layer, "relu", "activation", wide, out, reads=1)
-    return out
+    return _shortcut(b, layer, c_in, wide, size, out, stride)
 
 
 _BLOCKS: dict[str, tuple[Callable[..., int], int]] = {

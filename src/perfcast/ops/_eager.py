@@ -21,9 +21,13 @@ from perfcast.ops._fusion import fuse_rows
 from perfcast.ops._table import COLUMNS
 from perfcast.specs import ModelSpec, ParallelPlan, Precision, bytes_per_element
 
-__all__ = ["EAGER_MODES", "eager_ops"]
+__all__ = ["EAGER_MODES", "OPTIMIZERS", "eager_ops"]
 
 EAGER_MODES = ("forward", "training")
+# torch.optim step per parameter (fp32, foreach multi-tensor kernels): bytes read, written,
+# FLOPs. Adam reads param, grad, exp_avg, exp_avg_sq and writes param and both moments;
+# SGD with momentum reads param, grad, buffer and writes param and buffer.
+OPTIMIZERS = {"adam": (16, 12, 12), "sgd": (12, 8, 3)}
 
 
 @dataclass
@@ -182,8 +186,7 @@ def _moe(g: _Graph, m: ModelSpec, tokens: float, tp: int) -> None:
     count = g.count
     g.count = count * moe.num_experts
     g.vec("copy", "elementwise", "expert_gather", per_expert, h)
-    inner = m.model_copy(update={"gated_mlp": m.gated_mlp})
-    _mlp(g, inner, "t5", per_expert, moe.expert_intermediate_size / tp)
+    _mlp(g, m, "t5", per_expert, moe.expert_intermediate_size / tp)  # experts carry no bias
     g.vec("mul", "elementwise", "expert_scale", per_expert, h, reads=2)
     g.vec("copy", "elementwise", "expert_scatter", per_expert, h)
     g.count = count
@@ -266,14 +269,24 @@ def _check(batch: int, seq_len: int, mode: str, model: ModelSpec) -> None:
                          "positions", f"<= {limit}")
 
 
+def _optimizer_row(name: str, params: float, dtype: str) -> dict:
+    read, written, flops = OPTIMIZERS[name]
+    return {"layer": "optimizer", "op": f"{name}:step", "family": "elementwise",
+            "phase": "optimizer", "b": 1, "m": params, "n": 1.0, "k": 0.0,
+            "flops": flops * params, "bytes_read": read * params,
+            "bytes_written": written * params, "dtype": dtype, "count": 1, "fuse": ""}
+
+
 def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forward",
               precision: Precision | None = None, plan: ParallelPlan | None = None,
-              fused: bool = False, recompute: bool = False) -> pd.DataFrame:
+              fused: bool = False, recompute: bool = False,
+              optimizer: str | None = None) -> pd.DataFrame:
     """Kernels of `model(input_ids)` over [batch_size, seq_len] on one GPU of a TP group,
     logits for every position (the HF *ForCausalLM forward); encoder-decoder models run the
     encoder and the decoder over seq_len tokens each. `mode="training"` appends backward;
     `recompute` (full activation checkpointing per layer) re-runs each layer's forward
-    before its backward."""
+    before its backward; `optimizer` ('adam', 'sgd') adds the parameter update of this GPU's
+    shard as its own phase."""
     _check(batch_size, seq_len, mode, model)
     precision = precision or Precision()
     plan = plan or ParallelPlan()
@@ -304,12 +317,17 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
     rows = g.rows
     if recompute and not g.training:
         raise InputError("recompute", "only applies to mode='training'", ["training"])
+    if optimizer is not None and (optimizer not in OPTIMIZERS or not g.training):
+        raise InputError("optimizer", f"{optimizer!r} with mode={mode!r}",
+                         f"{sorted(OPTIMIZERS)} with mode='training'")
     if g.training:
         again = [{**r, "phase": "recompute"} for r in rows if "layer" in r["layer"]
                  and r["family"] != "allreduce"] if recompute else []
         rows = rows + again + backward_rows(rows)
     if fused:
         rows = fuse_rows(rows)
+    if optimizer is not None:
+        rows = rows + [_optimizer_row(optimizer, model.total_params() / tp, g.dtype)]
     frame = pd.DataFrame(rows)
     return frame[COLUMNS].astype({"b": "int64", "count": "int64", "m": "float64",
                                   "n": "float64", "k": "float64"})

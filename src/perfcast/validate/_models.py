@@ -37,7 +37,7 @@ __all__ = ["MODEL_TARGET_MAPE", "forecast_model_label", "load_layer_op_labels",
            "load_model_labels", "validate_models"]
 
 MODEL_TARGET_MAPE = 0.06  # issue target, every device
-FP32 = Precision(weights="fp32", activations="fp32", kv_cache="fp32")
+FP32 = Precision.uniform("fp32")
 _ROWS = ["split", "device", "group", "method", "mape", "p90_ape", "n", "coverage_90"]
 
 

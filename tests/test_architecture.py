@@ -48,6 +48,9 @@ PUBLIC = {
         "gemm_ops", "kernel_residuals", "kernel_splits", "load_gemm_slice",
         "load_layer_op_labels", "load_model_labels", "summarise", "validate_kernels",
         "validate_models"},
+    "perfcast.serve": {
+        "ARRIVALS", "LENGTHS", "ROUTERS", "SCHEDULERS", "MemoryPlan", "ServeConfig",
+        "ServeResult", "Workload", "make_workload", "plan_memory", "simulate", "step_model_for"},
     "perfcast.cli": {"app", "main"},
 }
 

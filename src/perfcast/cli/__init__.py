@@ -8,6 +8,7 @@ from perfcast.cli._calibrate import calibrate
 from perfcast.cli._catalog_cmds import hardware_app, models
 from perfcast.cli._infer import infer
 from perfcast.cli._measure import measure
+from perfcast.cli._serve import serve
 from perfcast.cli._step import step
 from perfcast.cli._validate import validate_app
 
@@ -21,6 +22,7 @@ app.add_typer(hardware_app, name="hardware")
 app.command("models")(models)
 app.command("infer")(infer)
 app.command("step")(step)
+app.command("serve")(serve)
 app.command("measure")(measure)
 app.command("calibrate")(calibrate)
 app.add_typer(validate_app, name="validate")

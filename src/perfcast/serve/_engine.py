@@ -1,0 +1,190 @@
+"""`simulate`: a serving deployment under a workload, as a discrete-event simulation.
+
+Events: a replica's step (or run of decode steps) ends (priority 0), a request arrives
+(1), an idle or finished replica looks for work (2) - so at one instant steps finish first,
+then arrivals are queued, then schedulers run and see them all. Open-loop arrivals are fed
+one at a time from the workload; a closed loop submits the next request when one completes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfcast.compose import ServingStepModel
+from perfcast.errors import InputError
+from perfcast.kernels import PhysicsModel, shipped_calibration
+from perfcast.serve._config import ServeConfig
+from perfcast.serve._cost import StepCost
+from perfcast.serve._events import EventQueue
+from perfcast.serve._kv import KVCache, plan_memory
+from perfcast.serve._metrics import ServeResult, StepLog
+from perfcast.serve._schedulers import make_scheduler
+from perfcast.serve._state import Replica, Requests
+from perfcast.serve._stepper import Stepper
+
+__all__ = ["simulate", "step_model_for"]
+
+STEP_END, ARRIVAL, WAKE = 0, 1, 2
+
+
+def step_model_for(config: ServeConfig) -> ServingStepModel:
+    """The step-time model of one replica (reuse it across simulations of one deployment)."""
+    budget = config.token_budget if config.scheduler != "orca" else \
+        config.max_batch_tokens or config.max_batch * config.context_limit
+    return ServingStepModel(config.model_spec, config.cluster_spec, config.precision,
+                            config.plan, PhysicsModel(shipped_calibration()), config.execution,
+                            config.host, max_tokens=min(max(budget, 16), 1 << 22),
+                            max_seqs=config.max_batch, max_context=config.context_limit)
+
+
+def simulate(config: ServeConfig, workload, *, seed: int = 0,
+             step_model: ServingStepModel | None = None, timeline: bool = False) -> ServeResult:
+    """Serve `workload` (a `Workload`) on `config`'s deployment. `seed` drives the routers'
+    tie-breaks; `timeline` keeps every step (for timelines and the trace)."""
+    return _Simulation(config, workload, seed, step_model, timeline).run()
+
+
+class _Simulation:
+    def __init__(self, config: ServeConfig, workload, seed: int, step_model, timeline: bool):
+        self.config = config
+        self.memory = plan_memory(config)
+        self.req = Requests(workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
+        self.concurrency = workload.concurrency
+        _check(config, self.req, self.memory.blocks - int(config.watermark * self.memory.blocks))
+        self.scheduler = make_scheduler(config, self.req)
+        self.replicas = [Replica(i, KVCache(config, self.memory), self.scheduler.reserves_kv)
+                         for i in range(config.replicas)]
+        self.logs = [StepLog(timeline) for _ in self.replicas]
+        cost = StepCost(config, step_model or step_model_for(config))
+        self.stepper = Stepper(self.req, self.scheduler, cost, self.logs)
+        self.queue = EventQueue()
+        self.rng = np.random.default_rng(seed)
+        self.next_rid = 0
+        self.rr = 0
+
+    def run(self) -> ServeResult:
+        q, n = self.queue, len(self.req)
+        for _ in range(min(self.concurrency or 1, n)):
+            self._submit(0.0 if self.concurrency else self.req.arrival_s[0])
+        while len(q):
+            t, kind, payload = q.pop()
+            if kind == STEP_END:
+                rep, generation = payload
+                if generation == rep.generation:
+                    self._finished(rep, t)
+            elif kind == ARRIVAL:
+                self._arrive(payload, t)
+            else:
+                payload.wake_pending = False
+                if not payload.busy:
+                    self._start(payload, t)
+        if self.req.completions != n:
+            raise RuntimeError(f"simulation stalled: {self.req.completions} of {n} completed")
+        return _result(self)
+
+    def _submit(self, t: float) -> None:
+        if self.next_rid < len(self.req):
+            self.queue.push(t, ARRIVAL, self.next_rid)
+            self.next_rid += 1
+
+    def _arrive(self, rid: int, t: float) -> None:
+        req = self.req
+        if self.concurrency:
+            req.arrival_s[rid] = t
+        elif self.next_rid < len(req):
+            self._submit(req.arrival_s[self.next_rid])
+        rep = self._route()
+        req.replica[rid] = rep.index
+        rep.waiting.append(rid)
+        if rep.busy:
+            end = self.stepper.cut(rep, t)
+            if end is not None:
+                rep.generation += 1
+                self.queue.push(end, STEP_END, (rep, rep.generation))
+        elif not rep.wake_pending:
+            rep.wake_pending = True
+            self.queue.push(t, WAKE, rep)
+
+    def _route(self) -> Replica:
+        reps = self.replicas
+        if len(reps) == 1:
+            return reps[0]
+        if self.config.router == "round-robin":
+            self.rr += 1
+            return reps[(self.rr - 1) % len(reps)]
+        if self.config.router == "least-outstanding":
+            load = [r.outstanding() for r in reps]
+        else:
+            load = [r.kv.used / r.kv.capacity + 1e-9 * r.outstanding() for r in reps]
+        best = min(load)
+        ties = [r for r, x in zip(reps, load, strict=True) if x == best]
+        return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
+
+    def _start(self, rep: Replica, t: float) -> None:
+        horizon = float("inf")
+        if not self.concurrency and self.next_rid < len(self.req):
+            horizon = self.queue.peek_time_s()
+        end = self.stepper.start(rep, t, horizon)
+        if end is None:
+            if rep.waiting or rep.swapped:
+                raise RuntimeError(f"replica {rep.index} idle with queued requests")
+            return
+        rep.busy = True
+        rep.generation += 1
+        self.queue.push(end, STEP_END, (rep, rep.generation))
+
+    def _finished(self, rep: Replica, t: float) -> None:
+        for _ in self.stepper.finish(rep):
+            if self.concurrency:
+                self._submit(t)
+        rep.busy = False
+        rep.wake_pending = True
+        self.queue.push(t, WAKE, rep)
+
+
+def _check(config: ServeConfig, req: Requests, admit_blocks: int) -> None:
+    """Refuse requests this deployment could never serve (they would stall it)."""
+    total = np.asarray(req.prompt) + np.asarray(req.output)
+    worst = int(total.max())
+    if worst > config.context_limit:
+        raise InputError("max_context", f"a request needs {worst} tokens, more than the "
+                         f"context limit {config.context_limit}", f">= {worst}")
+    need = -(-worst // config.block_size)
+    if need > admit_blocks:
+        raise InputError("gpu_memory_utilization", f"a request of {worst} tokens needs {need} "
+                         f"KV blocks; only {admit_blocks} can be admitted",
+                         "more memory, or shorter requests")
+    if config.scheduler in ("vllm-v0", "orca", "static"):
+        longest = worst - 1 if config.scheduler == "vllm-v0" else int(max(req.prompt))
+        if longest > config.token_budget:
+            raise InputError("max_batch_tokens", f"{config.scheduler} prefills whole prompts "
+                             f"(up to {longest} tokens) but the budget is "
+                             f"{config.token_budget}", f">= {longest}")
+
+
+def _result(sim: _Simulation) -> ServeResult:
+    r = sim.req
+    arrival, first = np.asarray(r.arrival_s), np.asarray(r.first_token_s)
+    done, out = np.asarray(r.completion_s), np.asarray(r.output)
+    tpot = np.where(out > 1, (done - first) / np.maximum(out - 1, 1), np.nan)
+    requests = pd.DataFrame({
+        "id": np.arange(len(r)), "replica": r.replica, "arrival_s": arrival,
+        "first_token_s": first, "completion_s": done, "prompt_tokens": r.prompt,
+        "output_tokens": r.output, "generated_tokens": r.generated,
+        "queueing_delay_s": np.asarray(r.scheduled_s) - arrival,
+        "preemptions": r.preemptions, "restarts": r.restarts, "ttft_s": first - arrival,
+        "tpot_s": tpot, "e2e_s": done - arrival})
+    logs = sim.logs
+    replicas = pd.DataFrame([{"replica": i, "busy_s": g.busy_s, "steps": g.steps,
+                              "util_area": g.util_area, "frag_area": g.frag_area,
+                              "frag_s": g.frag_s, "kv_peak_blocks": rep.kv.peak_used}
+                             for i, (g, rep) in enumerate(zip(logs, sim.replicas, strict=True))])
+    single = [np.asarray(g.itl_single, dtype=float) for g in logs]
+    runs = [v for g in logs for v, _ in g.itl_runs]
+    weights = [np.ones(len(s)) for s in single] + \
+        [np.full(len(v), float(w)) for g in logs for v, w in g.itl_runs]
+    timelines = ({i: g.frame() for i, g in enumerate(logs)}
+                 if logs[0].timeline is not None else None)
+    return ServeResult(requests, replicas, np.concatenate([*single, *runs, np.array([])]),
+                       np.concatenate([*weights, np.array([])]), timelines, sim.memory.blocks)

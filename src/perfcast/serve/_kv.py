@@ -1,0 +1,105 @@
+"""Paged KV cache of one replica: how many blocks fit (the GPU memory planner) and a block
+pool with a watermark and a host swap area. Blocks are counted, not named: which physical
+block a sequence holds does not change any time, so a count per replica is all the
+simulator needs (a sequence holding c tokens owns ceil(c / block_size) blocks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfcast.errors import InputError
+from perfcast.ops import inference_memory, kv_bytes_per_token
+from perfcast.serve._config import ServeConfig
+
+__all__ = ["KVCache", "MemoryPlan", "plan_memory"]
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU bytes of one replica: usable = capacity x utilisation = weights + activation
+    workspace + runtime + KV; blocks is the KV share in blocks of `block_size` tokens."""
+
+    usable_bytes: float
+    weights_bytes: float
+    activation_bytes: float
+    runtime_bytes: float
+    kv_bytes: float
+    bytes_per_block: float
+    blocks: int
+
+
+def plan_memory(config: ServeConfig) -> MemoryPlan:
+    """The KV blocks left on each GPU of a replica once weights, the activation workspace of
+    the largest step (token budget prefill, max_batch logits) and runtime buffers are placed."""
+    model, device = config.model_spec, config.cluster_spec.device
+    prec, plan = config.precision, config.plan
+    fp = inference_memory(model, prec, plan, 1, 0, min(config.token_budget,
+                                                       config.context_limit))
+    logits = (config.max_batch - 1) * model.vocab_size / plan.tp * 4.0
+    act = fp.activation_bytes + logits
+    usable = device.hbm_capacity_bytes * config.gpu_memory_utilization
+    kv = usable - fp.weights_bytes - act - fp.runtime_bytes
+    per_block = kv_bytes_per_token(model, prec, plan) * config.block_size
+    blocks = int(kv // per_block) if kv > 0 else 0
+    if blocks < 1:
+        gb = 1e-9
+        raise InputError("gpu_memory_utilization", f"{model.name} does not fit: "
+                         f"{usable * gb:.1f} GB usable per GPU, weights {fp.weights_bytes * gb:.1f}"
+                         f" GB + activations {act * gb:.1f} GB + runtime "
+                         f"{fp.runtime_bytes * gb:.1f} GB leave no KV block",
+                         "a higher utilisation, more tp/pp, or a larger gpu")
+    return MemoryPlan(usable, fp.weights_bytes, act, fp.runtime_bytes, kv, per_block, blocks)
+
+
+class KVCache:
+    """Block pool of one replica (counts per GPU; every GPU of a replica holds the same
+    number of blocks). `used` blocks are allocated; `host_used` are swapped out."""
+
+    __slots__ = ("block_size", "capacity", "used", "watermark", "host_capacity", "host_used",
+                 "bytes_per_block", "pcie_bps", "peak_used")
+
+    def __init__(self, config: ServeConfig, memory: MemoryPlan):
+        self.block_size = config.block_size
+        self.capacity = memory.blocks
+        self.used = 0
+        self.peak_used = 0
+        self.watermark = int(config.watermark * memory.blocks)
+        self.bytes_per_block = memory.bytes_per_block
+        self.host_capacity = int(config.swap_space_gb * 1e9 // memory.bytes_per_block)
+        self.host_used = 0
+        self.pcie_bps = config.cluster_spec.device.pcie_bandwidth_bps or 16e9
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used
+
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def can_admit(self, blocks: int) -> bool:
+        """Room for a new sequence's blocks while keeping the watermark free."""
+        return self.capacity - self.used - blocks >= self.watermark
+
+    def allocate(self, blocks: int) -> None:
+        self.used += blocks
+        assert self.used <= self.capacity, "KV blocks in use exceed capacity"
+        if self.used > self.peak_used:
+            self.peak_used = self.used
+
+    def release(self, blocks: int) -> None:
+        self.used -= blocks
+        assert self.used >= 0
+
+    def swap_out(self, blocks: int) -> float | None:
+        """Move blocks to host memory; seconds of PCIe transfer, or None when host is full."""
+        if self.host_used + blocks > self.host_capacity:
+            return None
+        self.release(blocks)
+        self.host_used += blocks
+        return blocks * self.bytes_per_block / self.pcie_bps
+
+    def swap_in(self, blocks: int) -> float:
+        """Bring swapped blocks back (caller checked can_admit); seconds of PCIe transfer."""
+        self.allocate(blocks)
+        self.host_used -= blocks
+        return blocks * self.bytes_per_block / self.pcie_bps

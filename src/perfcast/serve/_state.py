@@ -1,0 +1,124 @@
+"""Mutable simulation state, created per simulation and owned by the engine: the requests
+(struct of lists, indexed by request id) and each replica's queues, decode set and KV pool.
+
+The decode set is kept in aggregate so a decode step costs O(1) whatever the batch size:
+a member's context is `anchor + D` where D counts the replica's decode steps, the batch's
+total context is `sum(anchors) + n D`, and the blocks a step adds are the members whose
+context sits on a block boundary, counted per residue of the anchor modulo the block size.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from perfcast.serve._kv import KVCache
+
+__all__ = ["Replica", "Requests"]
+
+
+class Requests:
+    """Per-request state and results, one list entry per request id."""
+
+    def __init__(self, arrival_s, prompt_tokens, output_tokens):
+        n = len(prompt_tokens)
+        self.arrival_s = [float(x) for x in arrival_s]
+        self.prompt = [int(x) for x in prompt_tokens]
+        self.output = [int(x) for x in output_tokens]
+        self.replica = [-1] * n
+        self.computed = [0] * n  # tokens whose KV is cached (materialised off the decode set)
+        self.generated = [0] * n
+        self.first_token_s = [float("nan")] * n
+        self.completion_s = [float("nan")] * n
+        self.scheduled_s = [float("nan")] * n
+        self.last_token_s = [float("nan")] * n
+        self.preemptions = [0] * n
+        self.restarts = [0] * n
+        self.completions = 0
+
+    def __len__(self) -> int:
+        return len(self.prompt)
+
+
+class Replica:
+    """One TP x PP group: waiting/running/swapped queues, the decode set, the KV pool and
+    the step being run. `running` keeps admission order (the tail is preempted first)."""
+
+    def __init__(self, index: int, kv: KVCache, reserve: bool):
+        self.index, self.kv, self.reserve = index, kv, reserve
+        self.waiting: deque[int] = deque()
+        self.running: dict[int, None] = {}
+        self.prefilling: dict[int, None] = {}  # running, still prefilling (ordered)
+        self.swapped: deque[int] = deque()
+        self.reserved: dict[int, int] = {}  # blocks reserved for a request's whole length
+        self.prefill_kv_tokens = 0  # tokens cached by prefilling requests
+        # decode set
+        self.D = 0
+        self.members: dict[int, tuple[int, int]] = {}  # rid -> (anchor, D at its last token)
+        self.anchor_sum = 0
+        self.residues = [0] * kv.block_size
+        self.ends: list[tuple[int, int]] = []  # heap of (D at last token, rid)
+        self.pending_gaps: list[float] = []  # last-token times of members not yet decoded
+        self.last_decode_end_s = float("nan")
+        # the step in flight
+        self.busy = False
+        self.generation = 0
+        self.wake_pending = False
+        self.step = None
+
+    # -- decode set ---------------------------------------------------------------------
+    @property
+    def n_decode(self) -> int:
+        return len(self.members)
+
+    def decode_keys(self, ahead: int = 0) -> int:
+        """Total context (new token included) of the decode batch `ahead` steps from now."""
+        return self.anchor_sum + len(self.members) * (self.D + ahead + 1)
+
+    def join_decode(self, rid: int, computed: int, remaining: int, last_token_s: float) -> None:
+        anchor = computed - self.D
+        self.members[rid] = (anchor, self.D + remaining)
+        self.anchor_sum += anchor
+        self.residues[anchor % self.kv.block_size] += 1
+        heapq.heappush(self.ends, (self.D + remaining, rid))
+        self.pending_gaps.append(last_token_s)
+
+    def leave_decode(self, rid: int) -> int:
+        """Remove a member; its cached tokens."""
+        anchor, _ = self.members.pop(rid)
+        self.anchor_sum -= anchor
+        self.residues[anchor % self.kv.block_size] -= 1
+        return anchor + self.D
+
+    def growth(self, ahead: int = 0) -> int:
+        """Blocks the decode step `ahead` steps from now adds (0 when KV is reserved)."""
+        if self.reserve:
+            return 0
+        return self.residues[-(self.D + ahead) % self.kv.block_size]
+
+    def steps_to_next_end(self) -> int:
+        """Decode steps until the first member emits its last token."""
+        ends, members = self.ends, self.members
+        while ends and members.get(ends[0][1], (0, -1))[1] != ends[0][0]:
+            heapq.heappop(ends)  # stale: the member left
+        return ends[0][0] - self.D if ends else 0
+
+    def pop_finished(self) -> list[tuple[int, int]]:
+        """Remove the members whose last token the steps so far emitted; (id, cached tokens)."""
+        out, ends, members, D = [], self.ends, self.members, self.D
+        while ends and ends[0][0] <= D:
+            end, rid = heapq.heappop(ends)
+            if members.get(rid, (0, -1))[1] == end:
+                out.append((rid, self.leave_decode(rid)))
+        return out
+
+    # -- KV accounting --------------------------------------------------------------------
+    def blocks_held(self, rid: int, computed: int) -> int:
+        return self.reserved.get(rid) or self.kv.blocks_for(computed)
+
+    def kv_tokens(self) -> int:
+        """Tokens cached on this replica (prefilling and decoding requests)."""
+        return self.prefill_kv_tokens + self.anchor_sum + len(self.members) * self.D
+
+    def outstanding(self) -> int:
+        return len(self.waiting) + len(self.running) + len(self.swapped)

@@ -1,0 +1,172 @@
+"""Running one replica's steps: plan (scheduler) -> duration (cost) -> commit (tokens, first
+tokens, completions, KV growth, step statistics).
+
+A stable decode-only plan runs as a *run* of k steps in one event: k stops at the first
+member's last token, at the last step whose KV growth still fits, or at the first step
+ending at or after `horizon_s` (the next arrival), so the run is step-for-step what one
+event per step would give. An arrival routed to a replica mid-run truncates it (`cut`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfcast.serve._cost import StepCost
+from perfcast.serve._metrics import StepLog
+from perfcast.serve._plan import Plan
+from perfcast.serve._schedulers import Scheduler
+from perfcast.serve._state import Replica, Requests
+
+__all__ = ["Stepper"]
+
+MAX_RUN_STEPS = 4096
+
+
+class Step:
+    """The step (or run of decode steps) a replica has in flight."""
+
+    __slots__ = ("plan", "k", "durations", "ends", "growth", "n")
+
+    def __init__(self, plan: Plan, durations: np.ndarray, ends: np.ndarray,
+                 growth: np.ndarray | None, n: int):
+        self.plan, self.durations, self.ends, self.growth, self.n = plan, durations, ends, \
+            growth, n
+        self.k = len(durations)
+
+
+class Stepper:
+    """Starts and commits steps for every replica of one simulation."""
+
+    def __init__(self, req: Requests, scheduler: Scheduler, cost: StepCost, logs: list[StepLog]):
+        self.req, self.scheduler, self.cost, self.logs = req, scheduler, cost, logs
+
+    # -- start ----------------------------------------------------------------------------
+    def start(self, rep: Replica, now_s: float, horizon_s: float) -> float | None:
+        """Plan the replica's next step(s); their end time, or None when it has no work."""
+        plan = self.scheduler.schedule(rep, now_s)
+        if plan.empty:
+            return None
+        n = rep.n_decode if plan.decode else 0
+        if plan.stable and n:
+            step = self._run(rep, plan, n, now_s, horizon_s)
+        else:
+            req = self.req
+            pt = tuple(t for _, t in plan.prefill)
+            pc = tuple(req.computed[r] for r, _ in plan.prefill)
+            dc = self._contexts(rep, 0) if n else ()
+            d = self.cost.step_s(pt, pc, dc) + plan.swap_s
+            step = Step(plan, np.array([d]), np.array([now_s + d]), None, n)
+        rep.step = step
+        return float(step.ends[-1])
+
+    def _contexts(self, rep: Replica, ahead: int) -> tuple[int, ...]:
+        base = rep.D + ahead + 1
+        return self.cost.decode_contexts(
+            rep.n_decode, rep.decode_keys(ahead),
+            lambda: tuple(a + base for a, _ in rep.members.values()))
+
+    def _run(self, rep: Replica, plan: Plan, n: int, now_s: float, horizon_s: float) -> Step:
+        k = min(rep.steps_to_next_end(), MAX_RUN_STEPS)
+        growth = None
+        if not rep.reserve and k > 1:
+            bs = rep.kv.block_size
+            j = np.arange(1, k)
+            growth = np.cumsum(np.asarray(rep.residues)[(-(rep.D + j)) % bs])
+            k = min(k, 1 + int(np.searchsorted(growth, rep.kv.free, side="right")))
+        cost = self.cost
+        durations = cost.decode_run_s(lambda j: cost.step_s((), (), self._contexts(rep, j)), k)
+        ends = np.cumsum(np.concatenate(([now_s], durations)))[1:]
+        if ends[-1] > horizon_s:
+            k = min(k, int(np.searchsorted(ends, horizon_s, side="left")) + 1)
+            durations, ends = durations[:k], ends[:k]
+        return Step(plan, durations, ends, growth, n)
+
+    @staticmethod
+    def cut(rep: Replica, at_s: float) -> float | None:
+        """Truncate a run at the first step ending at or after `at_s`; the new end or None."""
+        step = rep.step
+        if step is None or step.k == 1 or step.ends[-2] < at_s:
+            return None
+        k = int(np.searchsorted(step.ends, at_s, side="left")) + 1
+        step.k, step.durations, step.ends = k, step.durations[:k], step.ends[:k]
+        return float(step.ends[-1])
+
+    # -- commit ---------------------------------------------------------------------------
+    def finish(self, rep: Replica) -> list[tuple[int, float]]:
+        """Apply the step in flight; (request id, time) of the requests it completed."""
+        step, req, kv = rep.step, self.req, rep.kv
+        rep.step = None
+        k, n, plan = step.k, step.n, step.plan
+        if step.growth is not None and k > 1:
+            kv.allocate(int(step.growth[k - 2]))
+        self._log(rep, step)
+        done: list[tuple[int, float]] = []
+        if n:
+            self._decoded(rep, step)
+            end = float(step.ends[-1])
+            for rid, computed in rep.pop_finished():
+                done.append((rid, end))
+                self._release(rep, rid, computed, end)
+        end = float(step.ends[-1])
+        for rid, t in plan.prefill:
+            c = req.computed[rid] + t
+            req.computed[rid] = c
+            rep.prefill_kv_tokens += t
+            if c < req.prompt[rid] + req.generated[rid]:
+                continue
+            gen = req.generated[rid] + 1
+            req.generated[rid] = gen
+            if gen == 1:
+                req.first_token_s[rid] = end
+            else:  # a restarted request's next token
+                self.logs[rep.index].itl_single.append(end - req.last_token_s[rid])
+            req.last_token_s[rid] = end
+            del rep.prefilling[rid]
+            rep.prefill_kv_tokens -= c
+            if gen == req.output[rid]:
+                done.append((rid, end))
+                self._release(rep, rid, c, end)
+            else:
+                rep.join_decode(rid, c, req.output[rid] - gen, end)
+        return done
+
+    def _decoded(self, rep: Replica, step: Step) -> None:
+        """Advance the decode set by the run's k steps; record inter-token gaps."""
+        log, first_end = self.logs[rep.index], float(step.ends[0])
+        pending = rep.pending_gaps
+        log.itl_single.extend(first_end - t for t in pending)
+        if step.n > len(pending):
+            log.itl_runs.append((np.array([first_end - rep.last_decode_end_s]),
+                                 step.n - len(pending)))
+        if step.k > 1:
+            log.itl_runs.append((step.durations[1:], step.n))
+        rep.pending_gaps = []
+        rep.last_decode_end_s = float(step.ends[-1])
+        rep.D += step.k
+
+    def _release(self, rep: Replica, rid: int, computed: int, end_s: float) -> None:
+        req = self.req
+        req.generated[rid] = req.output[rid]
+        req.completion_s[rid] = req.last_token_s[rid] = end_s
+        req.computed[rid] = computed
+        rep.kv.release(rep.reserved.pop(rid, 0) or rep.kv.blocks_for(computed))
+        del rep.running[rid]
+        req.completions += 1
+
+    def _log(self, rep: Replica, step: Step) -> None:
+        """Utilisation and fragmentation while the step runs (allocated, before release)."""
+        kv, k, log = rep.kv, step.k, self.logs[rep.index]
+        new = sum(t for _, t in step.plan.prefill)
+        batch = step.n + len(step.plan.prefill)
+        if k == 1 and log.timeline is None:
+            tokens = rep.kv_tokens() + new + step.n
+            log.add_one(float(step.durations[0]), kv.used / kv.capacity,
+                        tokens / max(kv.used * kv.block_size, 1))
+            return
+        used = np.full(k, float(kv.used))
+        if step.growth is not None and k > 1:
+            grown = np.concatenate(([0], step.growth[:k - 1]))
+            used -= grown[-1] - grown
+        tokens = rep.kv_tokens() + new + step.n * np.arange(1, k + 1)
+        log.add(step.ends - step.durations, step.durations, used / kv.capacity,
+                tokens / np.maximum(used * kv.block_size, 1.0), batch, step.n + new)

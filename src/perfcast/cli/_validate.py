@@ -171,3 +171,73 @@ def _models_markdown(rows, target: float) -> str:
         "## 90% interval coverage (perfcast tier)", "", _md_table(cover), "",
         "## Per-op: kernel families inside one layer (MAPE against the traces)", "",
         _md_table(op.reset_index()), ""])
+
+
+SERVING_METHODS = ("perfcast", "sum_of_kernels", "roofline")
+
+
+def _serving_callable(method: str):
+    from functools import partial
+
+    from perfcast.kernels import RooflineModel
+    from perfcast.validate import analytic_point, engine_point
+
+    return {"perfcast": engine_point, "sum_of_kernels": analytic_point,
+            "roofline": partial(analytic_point, time_model=RooflineModel())}[method]
+
+
+def sample_points(points, per_group: int | None, seed: int = 0):
+    """Up to `per_group` points per (model, device, backend, precision), seeded."""
+    import numpy as np
+
+    if per_group is None:
+        return points
+    rng = np.random.default_rng(seed)
+    keys = ["model", "device", "backend", "precision"]
+    idx = [rng.permutation(g.index.to_numpy())[:per_group] for _, g in points.groupby(keys)]
+    return points.loc[sorted(np.concatenate(idx))]
+
+
+@validate_app.command("serving")
+@guarded
+def serving_cmd(
+    method: Annotated[list[str] | None, typer.Option(
+        help="perfcast (the serve engine, closed loop), sum_of_kernels or roofline "
+             "(one-step analytic baselines).")] = None,
+    points_per_group: Annotated[int | None, typer.Option(
+        help="Sample this many points per model x device x backend x precision.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Directory for serving.md / serving.csv.")
+                   ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """Median and P90 APE of TTFT and of TPOT against measured serving benchmarks."""
+    import pandas as pd
+
+    from perfcast.validate import SERVING_TARGETS, load_serving_points, validate_serving
+
+    methods = method or list(SERVING_METHODS)
+    for m in methods:
+        if m not in SERVING_METHODS:
+            raise InputError("method", f"unknown method {m!r}", SERVING_METHODS)
+    if points_per_group is not None and points_per_group < 1:
+        raise InputError("points_per_group", f"must be >= 1, got {points_per_group}", ">= 1")
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    points = sample_points(load_serving_points(), points_per_group)
+    rows = pd.concat([validate_serving(_serving_callable(m), points, method=m)
+                      for m in methods], ignore_index=True)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(out / "serving.csv", index=False)
+        (out / "serving.md").write_text("\n".join([
+            "# perfcast validate serving", "",
+            f"Targets: median APE TTFT <= {SERVING_TARGETS['ttft']:.0%}, TPOT <= "
+            f"{SERVING_TARGETS['tpot']:.0%}. Points: AIConfigurator silicon_sample_dev "
+            f"(validate/data/README.md), {len(points)} of them.", "", _md_table(rows), ""]))
+    if json_out:
+        emit_json({"rows": rows.to_dict("records"), "targets": SERVING_TARGETS})
+        return
+    wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
+                            values="median_ape")
+    Console().print(wide.round(3).to_string())
+    Console().print(f"targets (median APE): {SERVING_TARGETS}")

@@ -16,11 +16,21 @@ from perfcast.validate._models import (
     load_model_labels,
     validate_models,
 )
+from perfcast.validate._serving import (
+    SERVING_TARGETS,
+    analytic_point,
+    load_serving_points,
+    point_precision,
+    serving_residuals,
+    validate_serving,
+)
+from perfcast.validate._serving_sim import engine_point
 from perfcast.validate._serving_step import validate_serving_steps
 
 __all__ = [
-    "validate_serving_steps",
-    "MODEL_TARGET_MAPE", "TARGETS", "KernelSplit", "forecast_model_label", "gemm_baseline",
-    "gemm_ops", "kernel_residuals", "kernel_splits", "load_gemm_slice", "load_layer_op_labels",
-    "load_model_labels", "summarise", "validate_kernels", "validate_models",
+    "MODEL_TARGET_MAPE", "SERVING_TARGETS", "TARGETS", "KernelSplit", "analytic_point",
+    "engine_point", "forecast_model_label", "gemm_baseline", "gemm_ops", "kernel_residuals",
+    "kernel_splits", "load_gemm_slice", "load_layer_op_labels", "load_model_labels",
+    "load_serving_points", "point_precision", "serving_residuals", "summarise", "validate_kernels",
+    "validate_models", "validate_serving", "validate_serving_steps",
 ]

@@ -1,0 +1,94 @@
+"""Derive the shipped end-to-end serving points (src/perfcast/validate/data/serving_points.csv)
+from AIConfigurator's measured silicon sample (shared/data/aiconfigurator/systems/
+silicon_sample_dev.csv): aggregated (not disaggregated) rows of dense models and GPUs that
+perfcast has in its catalogs, one row per measured point, TTFT/TPOT in seconds.
+
+Concurrency (requests the benchmark client keeps in flight) comes from `silicon_data_source`
+('silicon_concurrency=N'), else the id's `_cNN_`, else `batch_size` (7 rows whose id reads
+`_c_`); `concurrency_source` says which. Rows without a precision are served from the BF16
+HF checkpoint (`precision_source` = 'assumed-bf16'). Judge-only data: nothing is fitted to it.
+
+    python scripts/build_serving_points.py [--shared ../shared/data]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcast.errors import InputError
+from perfcast.specs import device_names, get_model
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "src" / "perfcast" / "validate" / "data" / "serving_points.csv"
+SOURCE = "aiconfigurator/systems/silicon_sample_dev.csv"
+DEVICES = {"h100_sxm": "h100-sxm", "b200_sxm": "b200-sxm"}
+CHECKPOINTS = {"nvidia/Qwen3-32B-NVFP4": "Qwen/Qwen3-32B"}  # quantised copy -> base model
+PRECISIONS = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4"}
+
+
+def _catalog_model(hf_id: str) -> str | None:
+    """The dense catalog model behind an HF id, or None (not in the catalog, MoE or MLA)."""
+    try:
+        m = get_model(CHECKPOINTS.get(hf_id, hf_id))
+    except InputError:
+        return None
+    return m.name if m.moe is None and m.mla is None and m.kind == "decoder" else None
+
+
+def _concurrency(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    src = df["silicon_data_source"].str.extract(r"silicon_concurrency=(\d+)")[0]
+    from_id = df["id"].str.extract(r"_c(\d+)_")[0]
+    conc = src.fillna(from_id).astype(float).fillna(df["batch_size"])
+    how = np.where(src.notna(), "silicon_data_source",
+                   np.where(from_id.notna(), "id", "batch_size"))
+    return conc.astype(int), pd.Series(how, index=df.index)
+
+
+def derive(shared: Path) -> pd.DataFrame:
+    raw = pd.read_csv(shared / SOURCE)
+    df = raw[(raw["mode"] == "agg") & raw["system"].isin(DEVICES)].copy()
+    df["model"] = df["model_path"].map(_catalog_model)
+    df = df[df["model"].notna()].copy()
+    assert set(DEVICES.values()) <= set(device_names())
+    prec = df["precision"].map(PRECISIONS)
+    assert prec[df["precision"].notna()].notna().all(), "unmapped precision"
+    conc, how = _concurrency(df)
+    out = pd.DataFrame({
+        "point_id": df["id"], "backend": df["backend"],
+        "backend_version": df["backend_version"].fillna(""),
+        "model": df["model"], "model_path": df["model_path"],
+        "device": df["system"].map(DEVICES), "system": df["system"],
+        "precision": prec.fillna("bf16"),
+        "precision_source": np.where(prec.notna(), "csv", "assumed-bf16"),
+        "gemm_quant_mode": df["gemm_quant_mode"].fillna(""),
+        "isl": df["isl"].astype(int), "osl": df["osl"].astype(int),
+        "concurrency": conc, "concurrency_source": how,
+        "batch_size": df["batch_size"].astype(int),
+        "tp": df["tp_size"].astype(int), "pp": df["pp_size"].astype(int),
+        "dp": df["attention_dp_size"].fillna(1).astype(int),
+        "ttft_s": df["silicon_ttft_ms"] / 1e3, "tpot_s": df["silicon_tpot_ms"] / 1e3,
+        "silicon_data_source": df["silicon_data_source"], "source_file": SOURCE,
+    })
+    out = out.drop_duplicates(subset=[c for c in out.columns if c != "point_id"])
+    assert out["ttft_s"].gt(0).all() and out["tpot_s"].gt(0).all()
+    return out.sort_values(["model", "device", "backend", "precision", "tp", "isl", "osl",
+                            "concurrency"], kind="stable").reset_index(drop=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
+    args = ap.parse_args()
+    points = derive(Path(args.shared))
+    points.to_csv(OUT, index=False, float_format="%.9g")
+    print(f"wrote {OUT.relative_to(REPO)}: {len(points)} points, {OUT.stat().st_size} bytes")
+    print(points.groupby(["model", "device", "backend", "precision"]).agg(
+        n=("point_id", "size"), concurrency=("concurrency", lambda c: sorted(set(c)))))
+
+
+if __name__ == "__main__":
+    main()

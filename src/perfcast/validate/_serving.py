@@ -1,0 +1,142 @@
+"""End-to-end serving forecasts (TTFT, TPOT) against measured benchmark points.
+
+The points (validate/data/serving_points.csv, built by scripts/build_serving_points.py) are
+AIConfigurator's measured aggregated-serving runs on H100/B200 (TensorRT-LLM, vLLM, SGLang):
+a benchmark client keeps `concurrency` requests of `isl` prompt / `osl` output tokens in
+flight and reports mean TTFT and TPOT. `validate_serving` asks any callable for each point's
+(ttft_s, tpot_s) — the serve engine in a closed loop, or `analytic_point` — and reports
+absolute percentage errors per metric, so over- and under-forecasts never cancel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+from perfcast.compose import ServingStepModel
+from perfcast.errors import InputError
+from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
+from perfcast.specs import DType, ParallelPlan, Precision, cluster_for, get_device, get_model
+
+__all__ = ["SERVING_TARGETS", "analytic_point", "load_serving_points", "point_precision",
+           "serving_residuals", "validate_serving"]
+
+SERVING_TARGETS = {"ttft": 0.10, "tpot": 0.07}  # median APE targets (issue 5)
+POINT_COLUMNS = ("point_id", "backend", "model", "device", "precision", "isl", "osl",
+                 "concurrency", "tp", "pp", "ttft_s", "tpot_s")
+SimulatePoint = Callable[[pd.Series], tuple[float, float]]
+_STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
+
+
+def load_serving_points() -> pd.DataFrame:
+    """The shipped measured serving points, one row per (deployment, isl, osl, concurrency)."""
+    with (resources.files("perfcast.validate") / "data" / "serving_points.csv").open("rb") as f:
+        return pd.read_csv(f, keep_default_na=False, na_values=[""])
+
+
+def point_precision(point: pd.Series) -> Precision:
+    """Weights and activations in the point's precision; the KV cache in fp8 for fp8/fp4
+    deployments (what these benchmarks' quantised configs use), else bf16. An assumption
+    stated here, not fitted."""
+    dtype = DType(point["precision"])
+    kv = DType.FP8 if dtype in (DType.FP8, DType.FP4) else DType.BF16
+    return Precision(weights=dtype, activations=dtype, kv_cache=kv)
+
+
+def _step_model(point: pd.Series, time_model: ExecutionTimeModel, host: str
+                ) -> ServingStepModel:
+    """One ServingStepModel per deployment and time model, kept (its grids are the cost)."""
+    key = (point["model"], point["device"], int(point["tp"]), int(point["pp"]),
+           point["precision"], host, id(time_model))
+    if key not in _STEP_MODELS:
+        tp, pp = int(point["tp"]), int(point["pp"])
+        device = get_device(point["device"])
+        sm = ServingStepModel(get_model(point["model"]), cluster_for(device, tp * pp),
+                              point_precision(point), ParallelPlan(tp=tp, pp=pp), time_model,
+                              host=host, max_seqs=max(1024, int(point["concurrency"])))
+        _STEP_MODELS[key] = (time_model, sm)  # holding time_model keeps id() unique
+    return _STEP_MODELS[key][1]
+
+
+@cache
+def _calibrated() -> PhysicsModel:
+    return PhysicsModel(shipped_calibration())
+
+
+def analytic_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
+                   host: str = "none") -> tuple[float, float]:
+    """(ttft_s, tpot_s) with no queueing: TTFT = one prefill step of `isl` tokens alone;
+    TPOT = one decode step of `concurrency` sequences at the mean decode context
+    (isl + osl/2). A sum-of-kernels baseline (CUDA graphs; host overhead per `host`): it
+    ignores waiting for other requests' prefills, so it under-forecasts loaded points."""
+    tm = time_model or _calibrated()
+    sm = _step_model(point, tm, host)
+    isl, osl, conc = int(point["isl"]), int(point["osl"]), int(point["concurrency"])
+    ttft = sm.step_time_s(prefill_tokens=(isl,), prefill_context=(0,))
+    tpot = sm.step_time_s(decode_context=(isl + osl // 2,) * conc)
+    return float(ttft), float(tpot)
+
+
+def serving_residuals(simulate_point: SimulatePoint | None = None,
+                      points: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per point and metric: measured, forecast and APE (|forecast / measured - 1|).
+    Points the callable refuses with an InputError are left out and listed in
+    `.attrs["skipped"]` as (point_id, message)."""
+    points = load_serving_points() if points is None else points
+    missing = [c for c in POINT_COLUMNS if c not in points]
+    if missing:
+        raise InputError("points", f"missing columns {missing}", POINT_COLUMNS)
+    simulate = simulate_point or analytic_point
+    rows, skipped = [], []
+    for _, p in points.iterrows():
+        try:
+            forecast = simulate(p)
+        except InputError as e:
+            skipped.append((p["point_id"], str(e)))
+            continue
+        if len(forecast) != 2 or not all(np.isfinite(v) and v > 0 for v in forecast):
+            raise InputError("simulate_point", f"returned {forecast!r} for {p['point_id']}",
+                             "(ttft_s, tpot_s), both finite and > 0")
+        for metric, pred in zip(("ttft", "tpot"), forecast, strict=True):
+            measured = float(p[f"{metric}_s"])
+            rows.append({"point_id": p["point_id"], "split": p["backend"],
+                         "device": p["device"], "model": p["model"], "metric": metric,
+                         "measured_s": measured, "forecast_s": float(pred),
+                         "ape": abs(float(pred) / measured - 1.0)})
+    out = pd.DataFrame(rows, columns=["point_id", "split", "device", "model", "metric",
+                                      "measured_s", "forecast_s", "ape"])
+    out.attrs["skipped"] = skipped
+    return out
+
+
+def _agg(res: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return res.groupby(keys, sort=True)["ape"].agg(
+        mape="mean", median_ape="median", p90_ape=lambda x: float(np.quantile(x, 0.9)),
+        n="size").reset_index()
+
+
+def validate_serving(simulate_point: SimulatePoint | None = None,
+                     points: pd.DataFrame | None = None, *, method: str | None = None,
+                     overall: bool = True) -> pd.DataFrame:
+    """Rows in the `validate_kernels` form — split (backend), device, group
+    ('<model>/<ttft|tpot>'), method, mape (mean APE), median_ape, p90_ape (fractions), n —
+    one per split x device x group x method; `overall` adds split='all', device='all',
+    group='all/<metric>' rows. Default callable: `analytic_point` with perfcast's kernel
+    model (method 'sum_of_kernels'); pass `method` to name another callable."""
+    if method is None:
+        method = "sum_of_kernels" if simulate_point is None else getattr(
+            simulate_point, "__name__", "custom")
+    res = serving_residuals(simulate_point, points)
+    res = res.assign(group=res["model"] + "/" + res["metric"])
+    parts = [_agg(res, ["split", "device", "group"])]
+    if overall and len(res):
+        parts.append(_agg(res.assign(split="all", device="all",
+                                     group="all/" + res["metric"]), ["split", "device", "group"]))
+    out = pd.concat(parts, ignore_index=True).assign(method=method)
+    out = out[["split", "device", "group", "method", "mape", "median_ape", "p90_ape", "n"]]
+    out.attrs["skipped"] = res.attrs["skipped"]
+    return out

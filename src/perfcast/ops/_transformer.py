@@ -29,6 +29,15 @@ class _Ctx:
         return bytes_per_element(self.prec.activations)
 
     @property
+    def vec_b(self) -> float:
+        """Bytes per element of tensors between kernels (see Precision.vector_math)."""
+        return bytes_per_element(self.prec.vector_math)
+
+    @property
+    def attn_b(self) -> float:
+        return bytes_per_element(self.prec.attention_math)
+
+    @property
     def w_b(self) -> float:
         return bytes_per_element(self.prec.weights)
 
@@ -55,7 +64,7 @@ class _Ctx:
         self.rows.add(layer, op, "gemm", self.phase, b=max(int(round(groups)), 1),
                       m=tokens / groups, n=n, k=k, flops=flops,
                       bytes_read=tokens * k * self.act_b + w_bytes,
-                      bytes_written=tokens * n * self.act_b, dtype=self.prec.gemm_math,
+                      bytes_written=tokens * n * self.vec_b, dtype=self.prec.gemm_math,
                       count=count)
 
     def vector(self, layer: str, op: str, family: str, tokens: float, width: float,
@@ -63,15 +72,15 @@ class _Ctx:
         """An elementwise-style kernel reading `reads` and writing `writes` tensors of the shape."""
         elems = tokens * width
         self.rows.add(layer, op, family, self.phase, m=tokens, n=width,
-                      flops=flops_per_elem * elems, bytes_read=reads * elems * self.act_b,
-                      bytes_written=writes * elems * self.act_b, dtype=self.prec.activations,
+                      flops=flops_per_elem * elems, bytes_read=reads * elems * self.vec_b,
+                      bytes_written=writes * elems * self.vec_b, dtype=self.prec.vector_math,
                       count=count)
 
     def collective(self, layer: str, op: str, family: str, message_bytes: float, group: int,
                    count: int) -> None:
         if group > 1 and message_bytes > 0:
             self.rows.add(layer, op, family, self.phase, m=message_bytes, n=group,
-                          bytes_read=message_bytes, dtype=self.prec.activations, count=count)
+                          bytes_read=message_bytes, dtype=self.prec.vector_math, count=count)
 
 
 def _attention(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool = True,
@@ -100,7 +109,7 @@ def _attention(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool = Tru
             kv_bytes_per_key = (mla.kv_lora_rank + mla.qk_rope_head_dim) * c.kv_b
         elif mla:
             d_qk, d_v = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
-            kv_bytes_per_key = c.heads * (d_qk + d_v) * c.act_b
+            kv_bytes_per_key = c.heads * (d_qk + d_v) * c.attn_b
         else:
             d_qk = d_v = m.head_dim
             kv_bytes_per_key = c.kv_heads * 2 * m.head_dim * c.kv_b
@@ -109,14 +118,14 @@ def _attention(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool = Tru
             layer, "cross_attn" if cross else "attn", family, c.phase, b=seqs * c.heads,
             m=q_tokens / seqs, n=float(keys.mean()), k=d_qk,
             flops=2.0 * c.heads * (d_qk + d_v) * float(pairs.sum()),
-            bytes_read=q_tokens * c.heads * d_qk * c.act_b + float(keys.sum()) * kv_bytes_per_key,
-            bytes_written=q_tokens * c.heads * d_v * c.act_b, dtype=c.prec.attention_math,
+            bytes_read=q_tokens * c.heads * d_qk * c.attn_b + float(keys.sum()) * kv_bytes_per_key,
+            bytes_written=q_tokens * c.heads * d_v * c.attn_b, dtype=c.prec.attention_math,
             count=count)
     if not cross and m.kind != "encoder":  # encoders keep no KV cache
         new_tokens = batch.num_tokens
         per_token = m.kv_cache_elements_per_token() if mla else c.kv_heads * 2 * m.head_dim
         c.rows.add(layer, "kv_write", "kv_write", c.phase, m=new_tokens, n=per_token,
-                   bytes_read=new_tokens * per_token * c.act_b,
+                   bytes_read=new_tokens * per_token * c.vec_b,
                    bytes_written=new_tokens * per_token * c.kv_b, dtype=c.prec.kv_cache,
                    count=count)
 
@@ -152,7 +161,7 @@ def _attention_block(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool
                  flops_per_elem=3)
     _attention(c, layer, batch, count, causal=causal)
     c.gemm(layer, "o_proj", t, h, m.attn_out_dim / tp, count)
-    c.collective(layer, "attn_allreduce", "allreduce", t * h * c.act_b, tp, count)
+    c.collective(layer, "attn_allreduce", "allreduce", t * h * c.vec_b, tp, count)
     c.vector(layer, "attn_residual", "elementwise", t, h, reads=2, writes=1, count=count)
 
 
@@ -202,7 +211,7 @@ def _decoder_layers(c: _Ctx, batch: Batch, causal: bool) -> None:
         else:
             _ffn(c, layer, "mlp", t, m.intermediate_size / c.plan.tp, count)
         if not moe or c.plan.ep == 1:
-            c.collective(layer, "mlp_allreduce", "allreduce", t * m.hidden_size * c.act_b,
+            c.collective(layer, "mlp_allreduce", "allreduce", t * m.hidden_size * c.vec_b,
                          c.plan.tp, count)
         c.vector(layer, "mlp_residual", "elementwise", t, m.hidden_size, reads=2, writes=1,
                  count=count)
@@ -213,7 +222,7 @@ def _cross_attention(c: _Ctx, layer: str, batch: Batch, count: int) -> None:
     c.gemm(layer, "cross_q_proj", t, c.heads * m.head_dim, m.hidden_size, count)
     _attention(c, layer, batch, count, cross=True)
     c.gemm(layer, "cross_o_proj", t, m.hidden_size, c.heads * m.head_dim, count)
-    c.collective(layer, "cross_allreduce", "allreduce", t * m.hidden_size * c.act_b, c.plan.tp,
+    c.collective(layer, "cross_allreduce", "allreduce", t * m.hidden_size * c.vec_b, c.plan.tp,
                  count)
 
 
@@ -248,7 +257,7 @@ def step_ops(model: ModelSpec, batch: Batch, precision: Precision | None = None,
     c = _Ctx(model, precision, plan, OpRows(), phase)
     h, t = model.hidden_size, batch.num_tokens
     c.vector("embedding", "embed", "embedding", t, h, reads=1, writes=1, count=1, flops_per_elem=0)
-    c.collective("embedding", "embed_allreduce", "allreduce", t * h * c.act_b, plan.tp, 1)
+    c.collective("embedding", "embed_allreduce", "allreduce", t * h * c.vec_b, plan.tp, 1)
     if model.kind == "encoder-decoder" and batch.prefill_tokens:
         _encoder(c, batch)
         batch = Batch(decode_context=(1,) * batch.num_seqs, encoder_tokens=max(

@@ -52,6 +52,13 @@ class Precision(BaseModel):
         return self.activations
 
     @property
+    def vector_math(self) -> DType:
+        """Dtype that elementwise, norm and activation kernels (and collectives) read and
+        write: the activation dtype when 16/32-bit; bf16 under W8A8/W4A4, whose GEMMs quantise
+        their inputs on the fly and write 16-bit outputs (TensorRT-LLM, vLLM FP8 paths)."""
+        return self.activations if self.activations in _HIGH else DType.BF16
+
+    @property
     def attention_math(self) -> DType:
         """Attention runs in 16-bit unless both activations and KV are fp8 (FA3-style fp8)."""
         if self.activations == DType.FP8 and self.kv_cache == DType.FP8:

@@ -5,10 +5,16 @@ Workload: Llama-2-7B on one A100-80GB, arXiv-summarisation lengths (prompt + out
 Poisson arrivals, 10,000 requests, vLLM v0 and Sarathi-512, at QPS 1.5 (below saturation)
 and QPS 4 (overload). Vidur 0.0.26 does ~157 requests per wall-second below saturation and
 ~540 saturated on a 2-core machine (plus 5-7 s start-up); the target is >= 30x that, start-up
-included. Each case prints requests/s and simulated seconds per wall second, for a cold
-start (the step model built and its grid priced in the timed region) and warm.
+included: >= 5,000 req/s at QPS 1.5 and >= 16,000 at QPS 4. Each case prints requests/s and
+simulated seconds per wall second, cold (a fresh `python` process timing `step_model_for` +
+`simulate`, so building the step model and pricing its grid cells count) and warm (the step
+model's grid already priced). `test_time_grows_linearly_with_requests` runs 10^3 -> 10^6
+requests (vLLM v0, QPS 1.5, warm) and checks time per request stays flat.
 """
 
+import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -17,6 +23,21 @@ from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
 
 N = 10_000
 CASES = [("vllm-v0", 1.5), ("vllm-v0", 4.0), ("sarathi", 1.5), ("sarathi", 4.0)]
+VIDUR_REQ_S = {1.5: 157.0, 4.0: 540.0}
+
+_COLD = """
+import json, sys, time
+from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
+scheduler, qps, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+config = ServeConfig(model="llama-2-7b", gpu="a100-sxm4-80gb", scheduler=scheduler,
+                     chunk_size=512 if scheduler == "sarathi" else None,
+                     max_batch=128 if scheduler == "sarathi" else 256)
+w = make_workload(n, qps=qps, lengths="trace", trace="arxiv", max_tokens=4096, seed=0)
+start = time.perf_counter()
+s = simulate(config, w, step_model=step_model_for(config)).summary()
+print(json.dumps({"wall_s": time.perf_counter() - start, "duration_s": s["duration_s"],
+                  "steps": s["steps"]}))
+"""
 
 
 def _config(scheduler):
@@ -29,43 +50,55 @@ def _workload(n, qps, seed=0):
     return make_workload(n, qps=qps, lengths="trace", trace="arxiv", max_tokens=4096, seed=seed)
 
 
-def _report(benchmark, label, n, wall_s, result):
-    s = result.summary()
-    line = (f"{label}: {n} requests in {wall_s:.2f} s -> {n / wall_s:,.0f} req/s, "
-            f"{s['duration_s'] / wall_s:,.0f} simulated s per wall s ({s['steps']} steps)")
-    print("\n" + line)
-    benchmark.extra_info.update({"requests_per_s": n / wall_s,
-                                 "sim_s_per_wall_s": s["duration_s"] / wall_s})
+def _cold(scheduler, qps, n=N) -> dict:
+    """`step_model_for` + `simulate` timed in a fresh interpreter (imports not timed)."""
+    out = subprocess.run([sys.executable, "-c", _COLD, scheduler, str(qps), str(n)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _line(label, n, wall_s, duration_s, steps, qps):
+    return (f"{label}: {n} requests in {wall_s:.3f} s -> {n / wall_s:,.0f} req/s "
+            f"({n / wall_s / VIDUR_REQ_S[qps]:.0f}x Vidur), "
+            f"{duration_s / wall_s:,.0f} simulated s per wall s ({steps} steps)")
 
 
 @pytest.mark.parametrize(("scheduler", "qps"), CASES)
 def test_speed_10k_arxiv(benchmark, scheduler, qps):
+    colds = [_cold(scheduler, qps) for _ in range(3)]  # the machine is noisy: best of 3
+    cold = min(colds, key=lambda c: c["wall_s"])
+    print("\n" + _line(f"{scheduler} qps={qps} cold", N, cold["wall_s"], cold["duration_s"],
+                       cold["steps"], qps))
     config, w = _config(scheduler), _workload(N, qps)
-
-    def cold():
-        return simulate(config, w, step_model=step_model_for(config))
-
-    start = time.perf_counter()
-    result = benchmark.pedantic(cold, rounds=1, iterations=1)
-    _report(benchmark, f"{scheduler} qps={qps} cold", N, time.perf_counter() - start, result)
     model = step_model_for(config)
-    simulate(config, _workload(1000, qps, seed=1), step_model=model)  # price the grid
-    start = time.perf_counter()
-    result = simulate(config, w, step_model=model)
-    _report(benchmark, f"{scheduler} qps={qps} warm", N, time.perf_counter() - start, result)
+    simulate(config, w, step_model=model)  # price the grid cells this workload touches
+    result = benchmark.pedantic(lambda: simulate(config, w, step_model=model), rounds=3,
+                                iterations=1)
+    warm = benchmark.stats.stats.min
+    s = result.summary()
+    print(_line(f"{scheduler} qps={qps} warm", N, warm, s["duration_s"], s["steps"], qps))
+    assert s["steps"] == cold["steps"] and s["duration_s"] == cold["duration_s"]
+    benchmark.extra_info.update({
+        "cold_requests_per_s": N / cold["wall_s"], "warm_requests_per_s": N / warm,
+        "cold_sim_s_per_wall_s": cold["duration_s"] / cold["wall_s"],
+        "warm_sim_s_per_wall_s": s["duration_s"] / warm})
 
 
 def test_time_grows_linearly_with_requests(benchmark):
     config = _config("vllm-v0")
     model = step_model_for(config)
-    simulate(config, _workload(2000, 1.5, seed=1), step_model=model)
+    simulate(config, _workload(20_000, 1.5, seed=1), step_model=model)  # price the grid
     walls = {}
-    for n in (1_000, 10_000, 100_000):
+    for n in (1_000, 10_000, 100_000, 1_000_000):
         w = _workload(n, 1.5)
         start = time.perf_counter()
-        simulate(config, w, step_model=model)
+        s = simulate(config, w, step_model=model).summary()
         walls[n] = time.perf_counter() - start
-        print(f"\n{n:>7} requests: {walls[n]:.2f} s ({n / walls[n]:,.0f} req/s)")
+        print(f"\n{n:>9} requests: {walls[n]:7.2f} s ({n / walls[n]:,.0f} req/s, "
+              f"{walls[n] / n * 1e6:.0f} us per request, "
+              f"{s['duration_s'] / walls[n]:,.0f} simulated s per wall s)")
     benchmark.pedantic(lambda: None, rounds=1)
     benchmark.extra_info["wall_s"] = walls
-    assert walls[100_000] / walls[10_000] < 15  # linear (10x requests) with slack
+    per_request = {n: t / n for n, t in walls.items()}
+    assert per_request[1_000_000] < 2.0 * per_request[10_000]  # linear, with slack for noise
+    assert per_request[100_000] < 2.0 * per_request[10_000]

@@ -101,6 +101,9 @@ class LazyGrid:
         self.shape = tuple(len(a) for a in self.axes)
         self.strides = [int(np.prod(self.shape[d + 1:])) for d in range(len(self.shape))]
         self.values = np.full((int(np.prod(self.shape)), ncols), np.nan)
+        self.col0 = [float("nan")] * len(self.values)  # column 0 as Python floats
+        self.meta = [(a, len(a) - 2, st) for a, st in zip(self.lists, self.strides, strict=True)]
+        self.memo: dict[float, float] | None = {} if len(axes) == 1 else None
         self.price = price
         side = max(2, round(BLOCK_CELLS ** (1 / len(axes))))
         self.block = np.array([min(n, side) for n in self.shape])
@@ -129,7 +132,11 @@ class LazyGrid:
         todo = todo[np.isnan(self.values[todo, 0])]
         idx = np.stack(np.unravel_index(todo, self.shape), axis=1)
         pts = np.stack([self.axes[d][idx[:, d]] for d in range(len(self.shape))], axis=1)
-        self.values[todo] = self.price(pts)
+        priced = self.price(pts)
+        self.values[todo] = priced
+        col = self.col0
+        for f, v in zip(todo.tolist(), priced[:, 0].tolist(), strict=True):
+            col[f] = v
 
     def _cell(self, d: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Lower index and weight per coordinate; the integer prefix 1..K of an axis is
@@ -163,23 +170,45 @@ class LazyGrid:
         return out[:, None] if np.ndim(out) == 1 else out
 
     def total(self, point: tuple[float, ...]) -> float:
-        """Column 0 at one point, in plain Python (the single-query hot path)."""
-        cells = [locate(self.lists[d], x) for d, x in enumerate(point)]
-        vals = self.values
-        terms = []
-        for bits in self.corners:
-            w, flat = 1.0, 0
-            for d, bit in enumerate(bits):
-                i, wd = cells[d]
-                w *= wd if bit else 1.0 - wd
-                flat += (i + bit) * self.strides[d]
-            if w > 0.0:
-                terms.append((w, flat))
+        """Column 0 at one point, in plain Python (the single-query hot path): `locate` per
+        axis inlined, corners with a zero weight along any axis skipped, the others summed
+        in corner order (axis 0 fastest) with weights multiplied axis by axis, as `interp`
+        does. 1-D grids remember their answers (a priced cell never changes)."""
+        memo = self.memo
+        if memo is not None:
+            out = memo.get(point[0])
+            if out is not None:
+                return out
+        terms = [(0, 1.0)]
+        for (lst, top, st), x in zip(self.meta, point, strict=True):
+            if top < 0:
+                continue
+            i = bisect_right(lst, x) - 1
+            if i < 0:
+                i = 0
+            elif i > top:
+                i = top
+            lo = lst[i]
+            wd = (x - lo) / (lst[i + 1] - lo)
+            if wd <= 0.0:
+                if i:
+                    o = i * st
+                    terms = [(f + o, w) for f, w in terms]
+            elif wd >= 1.0:
+                o = (i + 1) * st
+                terms = [(f + o, w) for f, w in terms]
+            else:
+                o, a = i * st, 1.0 - wd
+                terms = [(f + o, w * a) for f, w in terms] + \
+                    [(f + o + st, w * wd) for f, w in terms]
+        col = self.col0
         out = 0.0
-        for w, flat in terms:
-            v = vals[flat, 0]
+        for flat, w in terms:
+            v = col[flat]
             if v != v:  # not priced yet: price the blocks of all corners at once
-                self._fill(np.array([f for _, f in terms]))
-                v = vals[flat, 0]
-            out += w * float(v)
+                self._fill(np.array([f for f, _ in terms]))
+                v = col[flat]
+            out += w * v
+        if memo is not None:
+            memo[point[0]] = out
         return out

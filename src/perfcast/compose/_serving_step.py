@@ -12,9 +12,12 @@ linearly in between; grids are dense (every integer) where tile and wave steps l
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 from perfcast.compose._host import host_overhead_s
+from perfcast.compose._serving_grid import locate
 from perfcast.compose._serving_parts import ATTN_COL, CATEGORIES, WHERE, StepGrids
 from perfcast.compose._serving_stats import BatchStats, scalar_stats
 from perfcast.compose._step import EAGER_DISPATCH_S, Execution
@@ -56,6 +59,7 @@ class ServingStepModel(StepGrids):
         self._limits = ((max_tokens, "max_tokens"), (max_seqs, "max_seqs"),
                         (max_context, "max_context"), (max_context + 1, "max_context"))
         self.window = model.sliding_window
+        self._decode_const: dict[int, tuple] = {}  # per sequence count, for decode_run_s
         self._build()
 
 
@@ -121,15 +125,24 @@ class ServingStepModel(StepGrids):
         if self.execution == Execution.EAGER:  # rare in a simulator: take the array path
             return float(self.step_times_s(BatchStats(*([v] for v in (pt, ps, pk, pp, ds,
                                                                       dk))))[0])
+        return self.stats_time_s(pt, ps, pk, pp, ds, dk)
+
+    def stats_time_s(self, pt: float, ps: float, pk: float, pp: float, ds: float,
+                     dk: float) -> float:
+        """`step_time_s` from the six batch statistics (as `scalar_stats` gives them: new
+        prefill tokens, prefill sequences, prefill keys, attended pairs, decode sequences,
+        decode keys), CUDA-graph execution only; no validation of the statistics."""
         tokens, seqs = pt + ds, ps + ds
         q = pt / ps if ps else 0.0
         c = (pk - pt) / ps if ps else 0.0
         mean_keys = dk / ds if ds else 0.0
         lim = self._limits
-        for name, value, limit in (("tokens", tokens, lim[0]), ("sequences", max(ps, ds), lim[1]),
-                                   ("prefill_context", c, lim[2]),
-                                   ("decode_context", mean_keys, lim[3])):
-            if value > limit[0]:
+        if tokens > lim[0][0] or max(ps, ds) > lim[1][0] or c > lim[2][0] \
+                or mean_keys > lim[3][0]:
+            for name, value, limit in (("tokens", tokens, lim[0]),
+                                       ("sequences", max(ps, ds), lim[1]),
+                                       ("prefill_context", c, lim[2]),
+                                       ("decode_context", mean_keys, lim[3])):
                 self._check(name, value, limit)
         busy = self.t_grid.total((tokens,)) + self.s_grid.total((seqs,))
         if ds:
@@ -141,6 +154,81 @@ class ServingStepModel(StepGrids):
             if self.pt_grid is not None:
                 busy += self.pt_grid.total((pt,))
         return busy + self.host_s[0] + self.host_s[1] * seqs
+
+    def decode_run_s(self, seqs: int, keys: int, k: int, start_s: float = 0.0,
+                     horizon_s: float = float("inf")) -> tuple[list[float], list[float]]:
+        """A run of decode-only steps of `seqs` sequences whose total keys read are keys,
+        keys + seqs, keys + 2 seqs, ...: (durations, ends) of its first steps, step j taking
+        exactly `stats_time_s(0, 0, 0, 0, seqs, keys + j seqs)` (CUDA-graph execution) and
+        ending at the running sum from `start_s`; stops after k steps or at the first step
+        ending at or after `horizon_s`. Plain Python, well under a microsecond per step: the
+        sequence count is an integer grid point, so only the keys axis is interpolated."""
+        ds = float(seqs)
+        const = self._decode_const.get(seqs)
+        if const is None:
+            lim = self._limits
+            self._check("tokens", ds, lim[0])
+            self._check("sequences", ds, lim[1])
+            c = self.t_grid.total((ds,)) + self.s_grid.total((ds,))
+            grid = self.decode_grid
+            i0, a = locate(grid.lists[0], ds)
+            row = (i0 + (1 if a == 1.0 else 0)) * grid.strides[0]
+            sd = self.sd_grid.total((ds,)) if self.sd_grid is not None else None
+            const = (c, sd, row, a in (0.0, 1.0))
+            self._decode_const[seqs] = const
+        c, sd, row, exact = const
+        if not exact:  # not expected (every sequence count is a grid point): general path
+            durations = [self.stats_time_s(0.0, 0.0, 0.0, 0.0, ds, float(keys + seqs * j))
+                         for j in range(k)]
+            ends, t = [], start_s
+            for d in durations:
+                t += d
+                ends.append(t)
+            return durations, ends
+        grid = self.decode_grid
+        axis, col, limit = grid.lists[1], grid.col0, self._limits[3]
+        top = len(axis) - 2
+        h0, h1 = self.host_s[0], self.host_s[1] * ds
+        durations, ends, t = [], [], start_s
+        jc = max(min(bisect_right(axis, keys / ds) - 1, top), 0)
+        lo, hi = axis[jc], axis[jc + 1]
+        for j in range(k):
+            x = (keys + seqs * j) / ds
+            if x > limit[0]:
+                self._check("decode_context", x, limit)
+            while x >= hi and jc < top:
+                jc += 1
+                lo, hi = hi, axis[jc + 1]
+            w = (x - lo) / (hi - lo)
+            f = row + jc
+            if w <= 0.0:
+                v = col[f]
+                if v != v:
+                    grid._fill(np.array([f]))
+                    v = col[f]
+                dec = 1.0 * v
+            elif w >= 1.0:
+                v = col[f + 1]
+                if v != v:
+                    grid._fill(np.array([f + 1]))
+                    v = col[f + 1]
+                dec = 1.0 * v
+            else:
+                v, u = col[f], col[f + 1]
+                if v != v or u != u:
+                    grid._fill(np.array([f, f + 1]))
+                    v, u = col[f], col[f + 1]
+                dec = (1.0 - w) * v + w * u
+            busy = c + dec
+            if sd is not None:
+                busy += sd
+            d = busy + h0 + h1
+            t += d
+            durations.append(d)
+            ends.append(t)
+            if t >= horizon_s:
+                break
+        return durations, ends
 
     def breakdown(self, prefill_tokens=(), prefill_context=(), decode_context=()
                   ) -> dict[str, float]:

@@ -113,24 +113,28 @@ class ResidualGrid:
         return total
 
     def _compile(self) -> dict:
-        """Integer-keyed sorted tables built once from the JSON string keys."""
+        """Integer-keyed sorted tables built once from the JSON string keys (the bins of all
+        of a level's keys parsed and packed in one vectorised pass)."""
         if self._compiled is None:
             variants: dict[str, int] = {}
             levels = {}
             for level in _LEVELS:
                 name = _level_name(level)
-                packed, values = [], []
-                for key, value in self.cells.get(name, {}).items():
-                    variant, _, cell = key.rpartition("|")
-                    code = np.array([[int(x) for x in cell.split(",")]])
-                    k = int(_pack(code, tuple(range(code.shape[1])))[0])
-                    if level[0] == "variant":
-                        k |= variants.setdefault(variant, len(variants)) << _VARIANT_SHIFT
-                    packed.append(k)
-                    values.append(value)
+                table = self.cells.get(name, {})
+                if not table:
+                    levels[name] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=float))
+                    continue
+                split = [key.rpartition("|") for key in table]
+                cells = [cell for _, _, cell in split]
+                width = cells[0].count(",") + 1
+                flat = np.array(",".join(cells).split(","), dtype=np.int64)
+                packed = _pack(flat.reshape(len(cells), width), tuple(range(width)))
+                if level[0] == "variant":
+                    ids = [variants.setdefault(v, len(variants)) for v, _, _ in split]
+                    packed = packed | (np.array(ids, dtype=np.int64) << _VARIANT_SHIFT)
+                values = np.fromiter(table.values(), dtype=float, count=len(table))
                 order = np.argsort(packed)
-                levels[name] = (np.asarray(packed, dtype=np.int64)[order],
-                                np.asarray(values, dtype=float)[order])
+                levels[name] = (packed[order], values[order])
             self._compiled = {"variants": variants, "levels": levels}
         return self._compiled
 

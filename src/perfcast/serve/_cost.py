@@ -5,7 +5,10 @@ window that is all a step's time depends on, so an equal-split context tuple sta
 the batch (O(1) Python whatever its size). Runs of decode-only steps (`decode_run_s`) are
 priced at a few points: a run's step time is piecewise linear in the step index (multilinear
 grid interpolation, context growing by one token per sequence per step), so the run is
-bisected until each piece is linear and filled in between with numpy.
+bisected until each piece is linear and filled in between with numpy. With a
+`ServingStepModel` (no sliding window, one stage, CUDA graphs) `fast` is set: steps are priced
+from their six statistics (`stats_s`, no context tuples) and a run's steps one by one, exactly,
+by `ServingStepModel.decode_run_s` up to the horizon (see `Stepper._fast_run`).
 
 Pipeline parallelism (pp > 1): the batch is split into m = min(pp, sequences) micro-batches
 that keep the stages busy (vLLM's virtual engines); a step then takes max(sum of stage times
@@ -39,12 +42,21 @@ class StepCost:
         self.pp, self.tp, self.host = config.pp, config.tp, config.host
         self.windowed = config.model_spec.sliding_window is not None
         self.scalar = config.pp == 1 and config.execution == "cuda-graph"
+        # statistics straight to the model (no context tuples) and whole decode runs in one
+        # vectorised call: needs the model's stats API and no sliding window
+        self.fast = self.scalar and not self.windowed and hasattr(model, "stats_time_s") \
+            and hasattr(model, "decode_run_s")
 
     def step_s(self, prefill_tokens: tuple[int, ...], prefill_context: tuple[int, ...],
                decode_context: tuple[int, ...]) -> float:
         if self.scalar:
             return self.model.step_time_s(prefill_tokens, prefill_context, decode_context)
         return float(self._vector(prefill_tokens, prefill_context, decode_context))
+
+    def stats_s(self, pt: float, ps: float, pk: float, pp: float, ds: float,
+                dk: float) -> float:
+        """`step_s` from the batch's six statistics (only when `fast`)."""
+        return self.model.stats_time_s(pt, ps, pk, pp, ds, dk)
 
     def decode_contexts(self, n: int, total: int, exact) -> tuple[int, ...]:
         """The decode batch's context tuple: equal split unless the model has a window."""

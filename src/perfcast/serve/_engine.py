@@ -139,6 +139,9 @@ class _Simulation:
             if self.concurrency:
                 self._submit(t)
         rep.busy = False
+        if self.queue.peek_time_s() > t:  # its wake-up would be the very next event: run it
+            self._start(rep, t)
+            return
         rep.wake_pending = True
         self.queue.push(t, WAKE, rep)
 

@@ -20,6 +20,7 @@ from perfcast.serve._state import Replica, Requests
 __all__ = ["Stepper"]
 
 MAX_RUN_STEPS = 4096
+RUN_CHUNK = 16  # steps priced per call in a decode run, growing 4x per call
 
 
 class Step:
@@ -49,6 +50,17 @@ class Stepper:
         n = rep.n_decode if plan.decode else 0
         if plan.stable and n:
             step = self._run(rep, plan, n, now_s, horizon_s)
+        elif self.cost.fast:
+            req, pt, pk, pairs = self.req, 0, 0, 0
+            for rid, q in plan.prefill:  # the statistics scalar_stats gives, same arithmetic
+                c = req.computed[rid]
+                pt += q
+                pk += c
+                pairs += q * c + q * (q + 1) / 2
+            d = self.cost.stats_s(float(pt), float(len(plan.prefill)), float(pt + pk),
+                                  float(pairs), float(n), float(rep.decode_keys(0) if n else 0))
+            d += plan.swap_s
+            step = Step(plan, [d], [now_s + d], None, n)  # lists: one step needs no numpy
         else:
             req = self.req
             pt = tuple(t for _, t in plan.prefill)
@@ -67,19 +79,43 @@ class Stepper:
 
     def _run(self, rep: Replica, plan: Plan, n: int, now_s: float, horizon_s: float) -> Step:
         k = min(rep.steps_to_next_end(), MAX_RUN_STEPS)
+        cost = self.cost
+        if cost.fast:
+            return self._fast_run(rep, plan, n, now_s, horizon_s, k)
         growth = None
         if not rep.reserve and k > 1:
             bs = rep.kv.block_size
             j = np.arange(1, k)
             growth = np.cumsum(np.asarray(rep.residues)[(-(rep.D + j)) % bs])
             k = min(k, 1 + int(np.searchsorted(growth, rep.kv.free, side="right")))
-        cost = self.cost
         durations = cost.decode_run_s(lambda j: cost.step_s((), (), self._contexts(rep, j)), k)
         ends = np.cumsum(np.concatenate(([now_s], durations)))[1:]
         if ends[-1] > horizon_s:
             k = min(k, int(np.searchsorted(ends, horizon_s, side="left")) + 1)
             durations, ends = durations[:k], ends[:k]
         return Step(plan, durations, ends, growth, n)
+
+    def _fast_run(self, rep: Replica, plan: Plan, n: int, now_s: float, horizon_s: float,
+                  k: int) -> Step:
+        """`_run` with every step priced exactly, step by step, up to the first step that
+        ends at or after the horizon (the steps after it would be cut anyway)."""
+        durations, ends = self.cost.model.decode_run_s(n, rep.decode_keys(0), k, now_s,
+                                                       horizon_s)
+        k = priced = len(durations)
+        growth = None
+        if not rep.reserve and k > 1:
+            kv = rep.kv
+            residues, bs, D, free, total = rep.residues, kv.block_size, rep.D, kv.free, 0
+            growth = []
+            for j in range(1, k):
+                total += residues[-(D + j) % bs]
+                if total > free:  # step j + 1 would not fit: the run stops at step j
+                    k = j
+                    break
+                growth.append(total)
+        if k < priced:
+            durations, ends = durations[:k], ends[:k]
+        return Step(plan, np.array(durations), np.array(ends), growth, n)
 
     @staticmethod
     def cut(rep: Replica, at_s: float) -> float | None:
@@ -163,10 +199,11 @@ class Stepper:
             log.add_one(float(step.durations[0]), kv.used / kv.capacity,
                         tokens / max(kv.used * kv.block_size, 1))
             return
+        durations, ends = np.asarray(step.durations), np.asarray(step.ends)
         used = np.full(k, float(kv.used))
         if step.growth is not None and k > 1:
             grown = np.concatenate(([0], step.growth[:k - 1]))
             used -= grown[-1] - grown
         tokens = rep.kv_tokens() + new + step.n * np.arange(1, k + 1)
-        log.add(step.ends - step.durations, step.durations, used / kv.capacity,
+        log.add(ends - durations, durations, used / kv.capacity,
                 tokens / np.maximum(used * kv.block_size, 1.0), batch, step.n + new)

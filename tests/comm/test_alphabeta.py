@@ -20,8 +20,13 @@ def test_ring_allreduce_moves_2_n_minus_1_over_n():
 
 @given(size=st.floats(1e6, 1e10), n=st.sampled_from([2, 4, 8]))
 def test_reduce_scatter_is_half_all_reduce(size, n):
+    """Half the traffic and steps; a collective's fixed cost is paid once by either, so the
+    ratio tends to 1/2 as the message grows."""
     box = get_cluster("dgx-h100")
-    assert _t("reducescatter", size, n, box) == pytest.approx(_t("allreduce", size, n, box) / 2)
+    rs, ar = _t("reducescatter", size, n, box), _t("allreduce", size, n, box)
+    assert ar / 2 <= rs <= ar
+    if size >= 64e6:
+        assert rs == pytest.approx(ar / 2, rel=0.05)
 
 
 def test_crossing_nodes_uses_the_network():

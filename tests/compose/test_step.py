@@ -59,7 +59,9 @@ def test_tp_allreduce_priced_by_comm_model(llama7b):
     ops = step_ops(llama7b, Batch.prefill(1, 1024), plan=ParallelPlan(tp=4))
     f = step_time(ops, box)
     msg = 1024 * 4096 * 2
-    per = 6 * 2.5e-6 + 1.5 * msg / 300e9
+    link = box.intra_node
+    per = link.collective_base_s + 6 * link.latency_s + 1.5 * msg / (
+        link.bandwidth_bps * link.bus_efficiency)
     assert f.comm_s == pytest.approx((2 * 32 + 1) * per)
 
 

@@ -41,7 +41,9 @@ def ring_traffic_factor(kind: str, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 class RingAlphaBeta:
-    """t = steps x alpha + traffic x bytes / bandwidth, over the slowest level the group spans."""
+    """t = base + steps x alpha + traffic x bytes / (bandwidth x efficiency), over the slowest
+    level the group spans (base, alpha and efficiency per link: fitted on measured NCCL
+    collectives where the catalog has them, scripts/fit_collectives.py)."""
 
     def collective_times(self, kind: np.ndarray, message_bytes: np.ndarray,
                          group_size: np.ndarray, cluster: Cluster) -> np.ndarray:
@@ -56,6 +58,7 @@ class RingAlphaBeta:
                 sel = rows & (group == g)
                 link = cluster.link_for(int(g))
                 t, s = ring_traffic_factor(k, np.array([g]))
-                out[sel] = s[0] * link.latency_s + t[0] * size[sel] / link.bandwidth_bps
+                out[sel] = (link.collective_base_s + s[0] * link.latency_s
+                            + t[0] * size[sel] / (link.bandwidth_bps * link.bus_efficiency))
             del traffic, steps
         return np.where(group > 1, out, 0.0)

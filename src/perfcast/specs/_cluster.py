@@ -28,6 +28,12 @@ class Link(BaseModel):
     kind: LinkKind
     bandwidth_bps: float = Field(gt=0, description="per GPU, per direction, bytes/s")
     latency_s: float = Field(ge=0, description="one-hop latency (alpha of the alpha-beta model)")
+    collective_base_s: float = Field(
+        default=0.0, ge=0, description="fixed cost of one collective on this level (kernel "
+        "launch, synchronisation), on top of the per-step alpha")
+    bus_efficiency: float = Field(
+        default=1.0, gt=0, le=1, description="share of bandwidth_bps a large collective "
+        "achieves (measured bus bandwidth / link bandwidth)")
 
 
 class Cluster(BaseModel):

@@ -174,3 +174,13 @@ def test_bad_construction_and_stats(llama7b, a100_box):
         BatchStats([1, 2], [1], [1], [1], [0], [0])
     with pytest.raises(InputError, match="decode_keys_total"):
         BatchStats([0], [0], [0], [0], [3], [2])
+
+
+def test_overlapped_host_is_the_max_not_the_sum(llama7b, a100_box):
+    seq = ServingStepModel(llama7b, a100_box, time_model=RooflineModel())
+    ovl = ServingStepModel(llama7b, a100_box, time_model=RooflineModel(), host_overlap=True)
+    for args in (((512,), (0,), ()), ((), (), (300,) * 8), ((64,), (100,), (2000,) * 64)):
+        b = seq.breakdown(*args)
+        busy = b["time_s"] - b["host_s"] - b["launch_s"]
+        assert ovl.step_time_s(*args) == pytest.approx(max(busy, b["host_s"]))
+        assert ovl.step_time_s(*args) < seq.step_time_s(*args)

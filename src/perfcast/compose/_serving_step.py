@@ -36,6 +36,7 @@ class ServingStepModel(StepGrids):
     def __init__(self, model: ModelSpec, cluster: Cluster, precision: Precision | None = None,
                  plan: ParallelPlan | None = None, time_model: ExecutionTimeModel | None = None,
                  execution: Execution | str = Execution.CUDA_GRAPH, host: str = "vllm-v0", *,
+                 host_overlap: bool = False,
                  max_tokens: int = 131072, max_seqs: int = 1024, max_context: int = 131072):
         if model.kind != "decoder":
             raise InputError("model", f"{model.name} is {model.kind}; serving steps are "
@@ -55,6 +56,9 @@ class ServingStepModel(StepGrids):
                              [e.value for e in Execution]) from None
         h0 = host_overhead_s(host, 0, self.plan.tp)
         self.host_s = (h0, host_overhead_s(host, 1, self.plan.tp) - h0)
+        # engines that prepare step n+1 on the CPU while the GPU runs step n (SGLang's and
+        # TensorRT-LLM's overlap schedulers, vLLM's async scheduling): step = max(GPU, host)
+        self.host_overlap = host_overlap
         self.limits = (max_tokens, max_seqs, max_context)
         self._limits = ((max_tokens, "max_tokens"), (max_seqs, "max_seqs"),
                         (max_context, "max_context"), (max_context + 1, "max_context"))
@@ -115,6 +119,8 @@ class ServingStepModel(StepGrids):
         """Seconds per step for many batches at once."""
         busy = self._columns(stats, ncols=1)[:, 0]
         launch, host = self._overheads(busy, stats)
+        if self.host_overlap:
+            return np.maximum(busy + launch, host)
         return busy + launch + host
 
     def step_time_s(self, prefill_tokens=(), prefill_context=(), decode_context=()) -> float:
@@ -153,7 +159,8 @@ class ServingStepModel(StepGrids):
             busy += self.prefill_grid.total((ps, q, c, pp / (ps * (q * c + q * (q + 1) / 2))))
             if self.pt_grid is not None:
                 busy += self.pt_grid.total((pt,))
-        return busy + self.host_s[0] + self.host_s[1] * seqs
+        host = self.host_s[0] + self.host_s[1] * seqs
+        return max(busy, host) if self.host_overlap else busy + host
 
     def decode_run_s(self, seqs: int, keys: int, k: int, start_s: float = 0.0,
                      horizon_s: float = float("inf")) -> tuple[list[float], list[float]]:
@@ -189,6 +196,7 @@ class ServingStepModel(StepGrids):
         axis, col, limit = grid.lists[1], grid.col0, self._limits[3]
         top = len(axis) - 2
         h0, h1 = self.host_s[0], self.host_s[1] * ds
+        overlap = self.host_overlap
         durations, ends, t = [], [], start_s
         jc = max(min(bisect_right(axis, keys / ds) - 1, top), 0)
         lo, hi = axis[jc], axis[jc + 1]
@@ -222,7 +230,7 @@ class ServingStepModel(StepGrids):
             busy = c + dec
             if sd is not None:
                 busy += sd
-            d = busy + h0 + h1
+            d = max(busy, h0 + h1) if overlap else busy + h0 + h1
             t += d
             durations.append(d)
             ends.append(t)
@@ -240,7 +248,8 @@ class ServingStepModel(StepGrids):
         launch, host = (float(x[0]) for x in self._overheads(cols[:1], st))
         out = {f"{cat}_s": float(cols[1 + i * len(WHERE):1 + (i + 1) * len(WHERE)].sum())
                for i, cat in enumerate(CATEGORIES)}
-        return {**out, "launch_s": launch, "host_s": host, "time_s": cols[0] + launch + host}
+        total = max(cols[0] + launch, host) if self.host_overlap else cols[0] + launch + host
+        return {**out, "launch_s": launch, "host_s": host, "time_s": total}
 
     def stage_times_s(self, stats: BatchStats) -> np.ndarray:
         """(n, pp) busy seconds per pipeline stage: the stage's share of the layer stack

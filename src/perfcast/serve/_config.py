@@ -54,6 +54,8 @@ class ServeConfig(BaseModel):
     execution: Literal["cuda-graph", "eager"] = "cuda-graph"
     precision: Precision = Field(default_factory=Precision)
     host: str = "vllm-v0"
+    host_overlap: bool = Field(default=False, description="the engine prepares the next step "
+                               "on the CPU while the GPU runs this one (step = max, not sum)")
     max_context: int | None = Field(default=None, ge=1, description="longest sequence")
 
     _resolved: tuple[ModelSpec, Cluster] = PrivateAttr()

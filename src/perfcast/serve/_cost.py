@@ -69,7 +69,8 @@ class StepCost:
         stages = self.model.stage_times_s(stats)[0]
         m = min(self.pp, len(pt) + len(dc))
         host = host_overhead_s(self.host, len(pt) + len(dc), self.tp)
-        return max(float(stages.sum()) / m, float(stages.max())) + host
+        gpu = max(float(stages.sum()) / m, float(stages.max()))
+        return max(gpu, host) if getattr(self.model, "host_overlap", False) else gpu + host
 
     def decode_run_s(self, step_s, k: int) -> np.ndarray:
         """Seconds of steps 0..k-1 of a decode-only run, `step_s(j)` the j-th step's time,

@@ -34,7 +34,8 @@ def step_model_for(config: ServeConfig) -> ServingStepModel:
         config.max_batch_tokens or config.max_batch * config.context_limit
     return ServingStepModel(config.model_spec, config.cluster_spec, config.precision,
                             config.plan, PhysicsModel(shipped_calibration()), config.execution,
-                            config.host, max_tokens=min(max(budget, 16), 1 << 22),
+                            config.host, host_overlap=config.host_overlap,
+                            max_tokens=min(max(budget, 16), 1 << 22),
                             max_seqs=config.max_batch, max_context=config.context_limit)
 
 

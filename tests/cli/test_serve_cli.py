@@ -31,7 +31,7 @@ def test_closed_loop_and_distributions():
     res = runner.invoke(app, ["serve", "--concurrency", "8", "--num-requests", "24",
                               "--lengths", "uniform", "--prompt-tokens", "128,1024",
                               "--output-tokens", "16,128", "--scheduler", "sarathi",
-                              "--chunk-size", "256", "--json"])
+                              "--chunk-size", "256", "--host-overlap", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["inputs"]["arrival"] == "closed_loop"
 

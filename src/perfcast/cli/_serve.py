@@ -84,6 +84,9 @@ def serve(
     dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.")] = "bf16",
     weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4.")] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype.")] = None,
+    host_overlap: Annotated[bool, typer.Option(
+        help="The engine schedules on the CPU while the GPU runs (SGLang/TRT-LLM overlap "
+             "scheduler, vLLM async scheduling).")] = False,
     ttft_slo: Annotated[float | None, typer.Option(help="TTFT SLO (s) for goodput.")] = None,
     tpot_slo: Annotated[float | None, typer.Option(help="TPOT SLO (s) for goodput.")] = None,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
@@ -106,6 +109,7 @@ def serve(
         scheduler=scheduler, router=router, max_batch=max_batch,
         max_batch_tokens=max_batch_tokens, chunk_size=chunk_size, block_size=block_size,
         preemption=preemption, gpu_memory_utilization=gpu_memory_utilization,
+        host_overlap=host_overlap,
         precision=_precision(dtype, kv_dtype, weight_dtype))
     defaults = {"fixed": (512, 128)}.get(lengths, (None, None))
     workload = make_workload(

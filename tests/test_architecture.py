@@ -48,7 +48,8 @@ PUBLIC = {
         "gemm_ops", "kernel_residuals", "kernel_splits", "load_gemm_slice",
         "load_layer_op_labels", "load_model_labels", "summarise", "validate_kernels",
         "validate_models", "SERVING_TARGETS", "analytic_point", "engine_point",
-        "load_serving_points", "point_precision", "serving_residuals", "validate_serving"},
+        "load_serving_points", "point_precision", "sample_serving_points", "serving_residuals",
+        "validate_serving"},
     "perfcast.serve": {
         "ARRIVALS", "LENGTHS", "ROUTERS", "SCHEDULERS", "MemoryPlan", "ServeConfig",
         "ServeResult", "Workload", "make_workload", "plan_memory", "simulate", "step_model_for"},

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from perfcast.cli._validate import sample_points
-from perfcast.validate import engine_point, load_serving_points, validate_serving
+from perfcast.validate import (
+    engine_point,
+    load_serving_points,
+    sample_serving_points,
+    validate_serving,
+)
 
 THRESHOLDS = json.loads((Path(__file__).parent / "serving_accuracy_thresholds.json")
                         .read_text())
@@ -17,7 +21,7 @@ THRESHOLDS = json.loads((Path(__file__).parent / "serving_accuracy_thresholds.js
 
 @pytest.fixture(scope="module")
 def rows():
-    points = sample_points(load_serving_points(), THRESHOLDS["points_per_group"])
+    points = sample_serving_points(load_serving_points(), THRESHOLDS["points_per_group"])
     return validate_serving(engine_point, points, method="perfcast")
 
 

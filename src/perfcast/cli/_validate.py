@@ -186,18 +186,6 @@ def _serving_callable(method: str):
             "roofline": partial(analytic_point, time_model=RooflineModel())}[method]
 
 
-def sample_points(points, per_group: int | None, seed: int = 0):
-    """Up to `per_group` points per (model, device, backend, precision), seeded."""
-    import numpy as np
-
-    if per_group is None:
-        return points
-    rng = np.random.default_rng(seed)
-    keys = ["model", "device", "backend", "precision"]
-    idx = [rng.permutation(g.index.to_numpy())[:per_group] for _, g in points.groupby(keys)]
-    return points.loc[sorted(np.concatenate(idx))]
-
-
 @validate_app.command("serving")
 @guarded
 def serving_cmd(
@@ -213,7 +201,12 @@ def serving_cmd(
     """Median and P90 APE of TTFT and of TPOT against measured serving benchmarks."""
     import pandas as pd
 
-    from perfcast.validate import SERVING_TARGETS, load_serving_points, validate_serving
+    from perfcast.validate import (
+        SERVING_TARGETS,
+        load_serving_points,
+        sample_serving_points,
+        validate_serving,
+    )
 
     methods = method or list(SERVING_METHODS)
     for m in methods:
@@ -223,7 +216,7 @@ def serving_cmd(
         raise InputError("points_per_group", f"must be >= 1, got {points_per_group}", ">= 1")
     if out is not None and out.exists() and not out.is_dir():
         raise InputError("out", f"{out} exists and is not a directory", "a directory path")
-    points = sample_points(load_serving_points(), points_per_group)
+    points = sample_serving_points(load_serving_points(), points_per_group)
     rows = pd.concat([validate_serving(_serving_callable(m), points, method=m)
                       for m in methods], ignore_index=True)
     if out is not None:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.errors import InputError
+from perfcast.ops import COMM_FAMILIES
 
 __all__ = ["UNCERTAINTY_TIERS", "family_uncertainty", "step_interval"]
 
@@ -41,7 +42,7 @@ def family_uncertainty(tier: str, family: str) -> tuple[float, float]:
     if tier not in table:
         raise InputError("tier", f"no uncertainty for {tier!r}", sorted(table))
     fams = table[tier]
-    if family in ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"):
+    if family in COMM_FAMILIES:
         return COMM_SIGMA_LOG, 1.0
     entry = fams.get(family, fams["default"])
     return float(entry["sigma_log"]), float(entry["rho"])

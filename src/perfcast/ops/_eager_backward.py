@@ -8,6 +8,8 @@ the incoming gradient. Adds of a scalar or of a mask pass the gradient through (
 
 from __future__ import annotations
 
+from perfcast.ops._table import COMM_FAMILIES
+
 __all__ = ["backward_rows"]
 
 # Kernels whose gradient is one kernel of the same name over the same shape, reading the
@@ -54,7 +56,7 @@ def _bmm(row: dict) -> list[dict]:
 def _one(row: dict) -> list[dict]:
     kernel, label = row["op"].split(":", 1)
     fam = row["family"]
-    if fam in ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"):
+    if fam in COMM_FAMILIES:
         return [{**row, "op": f"{row['op']}.grad"}]
     if kernel == "linear":
         return _linear(row)

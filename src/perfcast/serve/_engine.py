@@ -13,7 +13,7 @@ import pandas as pd
 
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
-from perfcast.kernels import PhysicsModel, shipped_calibration
+from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._cost import StepCost
 from perfcast.serve._events import EventQueue
@@ -28,12 +28,15 @@ __all__ = ["simulate", "step_model_for"]
 STEP_END, ARRIVAL, WAKE = 0, 1, 2
 
 
-def step_model_for(config: ServeConfig) -> ServingStepModel:
-    """The step-time model of one replica (reuse it across simulations of one deployment)."""
+def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = None
+                   ) -> ServingStepModel:
+    """The step-time model of one replica (reuse it across simulations of one deployment);
+    kernels priced by `time_model`, the shipped calibration by default."""
     budget = config.token_budget if config.scheduler != "orca" else \
         config.max_batch_tokens or config.max_batch * config.context_limit
     return ServingStepModel(config.model_spec, config.cluster_spec, config.precision,
-                            config.plan, PhysicsModel(shipped_calibration()), config.execution,
+                            config.plan, time_model or PhysicsModel(shipped_calibration()),
+                            config.execution,
                             config.host, host_overlap=config.host_overlap,
                             max_tokens=min(max(budget, 16), 1 << 22),
                             max_seqs=config.max_batch, max_context=config.context_limit)

@@ -21,6 +21,7 @@ from perfcast.validate._serving import (
     analytic_point,
     load_serving_points,
     point_precision,
+    sample_serving_points,
     serving_residuals,
     validate_serving,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "MODEL_TARGET_MAPE", "SERVING_TARGETS", "TARGETS", "KernelSplit", "analytic_point",
     "engine_point", "forecast_model_label", "gemm_baseline", "gemm_ops", "kernel_residuals",
     "kernel_splits", "load_gemm_slice", "load_layer_op_labels", "load_model_labels",
-    "load_serving_points", "point_precision", "serving_residuals", "summarise", "validate_kernels",
-    "validate_models", "validate_serving", "validate_serving_steps",
+    "load_serving_points", "point_precision", "sample_serving_points", "serving_residuals",
+    "summarise", "validate_kernels", "validate_models", "validate_serving",
+    "validate_serving_steps",
 ]

@@ -30,7 +30,7 @@ from perfcast.compose import (
     step_time,
 )
 from perfcast.kernels import PhysicsModel, RooflineModel, shipped_calibration, step_interval
-from perfcast.ops import eager_ops
+from perfcast.ops import COMM_FAMILIES, eager_ops
 from perfcast.specs import ParallelPlan, Precision, cluster_for, get_device, get_model
 
 __all__ = ["MODEL_TARGET_MAPE", "forecast_model_label", "load_layer_op_labels",
@@ -93,7 +93,7 @@ def _sum_of_kernels(step: StepForecast, model: PhysicsModel, label) -> float:
     ops = step.ops
     device = get_device(label["device"])
     eager = model.kernel_times(ops, device, np.full(len(ops), "eager", dtype=object))
-    comm = ops["family"].isin(["allreduce", "sendrecv"]).to_numpy()
+    comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
     return float(np.sum(np.where(comm, ops["time_s"], eager) * ops["count"]))
 
 

@@ -23,7 +23,7 @@ from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibrati
 from perfcast.specs import DType, ParallelPlan, Precision, cluster_for, get_device, get_model
 
 __all__ = ["SERVING_TARGETS", "analytic_point", "load_serving_points", "point_precision",
-           "serving_residuals", "validate_serving"]
+           "sample_serving_points", "serving_residuals", "validate_serving"]
 
 SERVING_TARGETS = {"ttft": 0.10, "tpot": 0.07}  # median APE targets (issue 5)
 POINT_COLUMNS = ("point_id", "backend", "model", "device", "precision", "isl", "osl",
@@ -36,6 +36,18 @@ def load_serving_points() -> pd.DataFrame:
     """The shipped measured serving points, one row per (deployment, isl, osl, concurrency)."""
     with (resources.files("perfcast.validate") / "data" / "serving_points.csv").open("rb") as f:
         return pd.read_csv(f, keep_default_na=False, na_values=[""])
+
+
+def sample_serving_points(points: pd.DataFrame, per_group: int | None, seed: int = 0
+                          ) -> pd.DataFrame:
+    """Up to `per_group` points per (model, device, backend, precision), seeded; all of
+    them when `per_group` is None."""
+    if per_group is None:
+        return points
+    rng = np.random.default_rng(seed)
+    keys = ["model", "device", "backend", "precision"]
+    idx = [rng.permutation(g.index.to_numpy())[:per_group] for _, g in points.groupby(keys)]
+    return points.loc[sorted(np.concatenate(idx))]
 
 
 def point_precision(point: pd.Series) -> Precision:

@@ -15,14 +15,14 @@ import pandas as pd
 
 from perfcast.compose import ServingStepModel
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.serve import ServeConfig, make_workload, simulate
+from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
 from perfcast.validate._serving import point_precision
 
 __all__ = ["BATCH_TOKEN_BUDGET", "ROUNDS", "engine_point"]
 
 BATCH_TOKEN_BUDGET = 8192  # vLLM V1's default max_num_batched_tokens for online serving
 ROUNDS = 4  # requests per point = ROUNDS x concurrency (benchmarks run several waves)
-_STEP_MODELS: dict[tuple, ServingStepModel] = {}
+_STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
 
 
 def _config(point: pd.Series, max_batch: int) -> ServeConfig:
@@ -36,17 +36,10 @@ def _config(point: pd.Series, max_batch: int) -> ServeConfig:
 def _step_model(point: pd.Series, time_model: ExecutionTimeModel | None) -> ServingStepModel:
     key = (point["model"], point["device"], int(point["tp"]), int(point["pp"]),
            point["precision"], int(point["isl"]) + int(point["osl"]), id(time_model))
-    if key not in _STEP_MODELS:
-        from perfcast.serve import step_model_for
-
-        sm = step_model_for(_config(point, max(1024, int(point["concurrency"]))))
-        if time_model is not None:
-            sm = ServingStepModel(sm.model, sm.cluster, sm.precision, sm.plan, time_model,
-                                  sm.execution, host_overlap=True, max_tokens=sm.limits[0],
-                                  max_seqs=sm.limits[1],
-                                  max_context=sm.limits[2])
-        _STEP_MODELS[key] = sm
-    return _STEP_MODELS[key]
+    if key not in _STEP_MODELS:  # holding time_model keeps its id() unique
+        config = _config(point, max(1024, int(point["concurrency"])))
+        _STEP_MODELS[key] = (time_model, step_model_for(config, time_model))
+    return _STEP_MODELS[key][1]
 
 
 def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None

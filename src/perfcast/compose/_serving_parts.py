@@ -48,8 +48,8 @@ def _feat_decode(p: np.ndarray) -> np.ndarray:
 
 
 def _feat_prefill(p: np.ndarray) -> np.ndarray:
-    s, q, c, r = p.T
-    k, pairs = q + c, r * (q * c + q * (q + 1) / 2)
+    s, q, c, pairs = p.T
+    k = q + c
     return np.column_stack([np.ones(len(p)), q, k, pairs, s, s * q, s * k, s * pairs])
 
 
@@ -137,6 +137,7 @@ class StepGrids:
             [np.union1d(np.arange(1, 5), geometric(4, max_s, 2, True)),
              np.unique(np.concatenate([geometric(1, 128, 8), m, m + 1,
                                        geometric(8192, max(max_t, 8192), 8)])),
-             np.concatenate([[0.0], geometric(1, max_c, 3)]), 2.0 ** np.arange(-8, 5)],
+             np.concatenate([[0.0], geometric(1, max_c, 3)]),
+             geometric(1, max_t * (max_t + max_c), 2)],
             "attn_prefill", batches, np.column_stack(stats.prefill_points()))
         self.launches = (n_t, n_s, n_pt, n_sd + n_d, n_p)

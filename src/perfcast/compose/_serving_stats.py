@@ -17,11 +17,10 @@ FIELDS = ("prefill_tokens_total", "prefill_seqs", "prefill_keys_total", "prefill
 
 def prefill_point(seqs, tokens, keys, pairs):
     """Prefill attention grid coordinates: (sequences, mean new tokens, mean cached context,
-    pairs over those of a batch of equal sequences with the mean shape)."""
+    mean attended pairs). Each grows (or stays) when a sequence gains a token or context,
+    so a grid monotone along every axis interpolates to a monotone step time."""
     s = np.maximum(seqs, 1)
-    q, c = tokens / s, (keys - tokens) / s
-    equal = np.maximum(s * (q * c + q * (q + 1) / 2), 1e-300)  # 0 pairs when no prefill
-    return seqs, q, c, pairs / equal
+    return seqs, tokens / s, (keys - tokens) / s, pairs / s
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ PUBLIC = {
         "cluster_names", "device_names", "get_cluster", "get_device", "get_model",
         "load_model_config", "model_entries", "model_names", "parse_dtype"},
     "perfcast.ops": {
-        "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSION_RULES", "OPTIMIZERS",
-        "TENSOR_FAMILIES", "Batch", "MemoryFootprint", "attended_keys", "cnn_ops", "eager_ops",
-        "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops",
+        "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSED_QUANT", "FUSION_RULES",
+        "OPTIMIZERS", "TENSOR_FAMILIES", "Batch", "MemoryFootprint", "attended_keys", "cnn_ops",
+        "eager_ops", "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops",
         "weight_bytes_per_gpu"},
     "perfcast.kernels": {
         "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNCERTAINTY_TIERS",
@@ -35,7 +35,8 @@ PUBLIC = {
         "local_cpu_device", "measure_torch_dispatch_s", "query", "run_cpu_sweep",
         "run_gpu_sweep", "run_torch_cpu_sweep", "sample_per_group", "time_torch_call", "to_ops",
         "torch_sweep_shapes"},
-    "perfcast.comm": {"COLLECTIVES", "CollectiveModel", "RingAlphaBeta", "ring_traffic_factor"},
+    "perfcast.comm": {"COLLECTIVES", "CollectiveModel", "CustomAllReduce", "RingAlphaBeta",
+                      "ring_traffic_factor"},
     "perfcast.compose": {
         "BatchStats", "ServingStepModel",
         "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution",

@@ -44,3 +44,26 @@ def test_bad_inputs_name_the_field():
         res = runner.invoke(app, ["serve", "--num-requests", "2", *args])
         assert res.exit_code == 2, (args, res.output)
         assert field in res.stderr and "Traceback" not in res.output
+
+
+def test_fused_activation_quant_is_the_serving_default():
+    base = ["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--dtype", "fp8",
+            "--qps", "2", "--num-requests", "30", "--json"]
+    fused = runner.invoke(app, base)
+    separate = runner.invoke(app, [*base, "--activation-quant", "separate"])
+    assert fused.exit_code == 0 == separate.exit_code, fused.output + separate.output
+    tpot = [json.loads(r.stdout)["tpot_s"]["mean"] for r in (fused, separate)]
+    assert tpot[0] < tpot[1]  # no per-GEMM quantisation kernels
+    bad = runner.invoke(app, [*base, "--activation-quant", "static"])
+    assert bad.exit_code == 2 and "activation_quant" in bad.stderr and "fused" in bad.stderr
+
+
+def test_custom_all_reduce_is_the_tp_default():
+    base = ["serve", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tp", "4", "--dtype",
+            "fp8", "--qps", "2", "--num-requests", "30", "--json"]
+    custom, nccl = runner.invoke(app, base), runner.invoke(app, [*base, "--allreduce", "nccl"])
+    assert custom.exit_code == 0 == nccl.exit_code, custom.output + nccl.output
+    tpot = [json.loads(r.stdout)["tpot_s"]["mean"] for r in (custom, nccl)]
+    assert tpot[0] < tpot[1]  # decode all-reduces are small: one-shot beats the ring
+    bad = runner.invoke(app, [*base, "--allreduce", "ring"])
+    assert bad.exit_code == 2 and "allreduce" in bad.stderr and "nccl" in bad.stderr

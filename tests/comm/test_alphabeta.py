@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfcast.comm import CollectiveModel, RingAlphaBeta, ring_traffic_factor
+from perfcast.comm import CollectiveModel, CustomAllReduce, RingAlphaBeta, ring_traffic_factor
 from perfcast.errors import InputError
 from perfcast.specs import get_cluster
 
@@ -40,3 +40,19 @@ def test_single_gpu_costs_nothing_and_unknown_kind_errors():
     with pytest.raises(InputError, match="collective"):
         _t("allscatter", 1e9, 2, box)
     assert isinstance(RingAlphaBeta(), CollectiveModel)
+
+
+@given(size=st.floats(1.0, 1e10), n=st.sampled_from([2, 4, 8, 16]),
+       kind=st.sampled_from(["allreduce", "allgather", "reducescatter", "alltoall"]),
+       preset=st.sampled_from(["dgx-h100", "hgx-b200", "pcie-l40s-x8"]))
+def test_custom_all_reduce_never_slower_than_the_ring_and_monotone(size, n, kind, preset):
+    box = get_cluster(preset, 16) if preset != "pcie-l40s-x8" else get_cluster(preset)
+    n = min(n, box.gpus_per_node * box.num_nodes)
+    custom, ring = CustomAllReduce(), RingAlphaBeta()
+    args = (np.array([kind, kind], dtype=object), np.array([size, 2 * size]),
+            np.array([n, n]))
+    c, r = custom.collective_times(*args, box), ring.collective_times(*args, box)
+    assert (c <= r).all() and c[1] >= c[0]
+    if kind != "allreduce" or box.link_for(n).one_shot_base_s is None:
+        assert (c == r).all()  # only NVLink all-reduces with measured one-shot terms change
+    assert isinstance(custom, CollectiveModel)

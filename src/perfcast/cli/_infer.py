@@ -36,12 +36,19 @@ def _plan(tp: int | None, num_gpus: int | None) -> ParallelPlan:
     return ParallelPlan(tp=tp)
 
 
-def _precision(dtype: str, kv_dtype: str | None, weight_dtype: str | None) -> Precision:
+ACTIVATION_QUANT = ("separate", "fused")
+
+
+def _precision(dtype: str, kv_dtype: str | None, weight_dtype: str | None,
+               activation_quant: str = "separate") -> Precision:
+    if activation_quant not in ACTIVATION_QUANT:
+        raise InputError("activation_quant", f"unknown {activation_quant!r}", ACTIVATION_QUANT)
     act = parse_dtype(dtype, "dtype")
     weights = parse_dtype(weight_dtype, "weight_dtype") if weight_dtype else act
     kv = parse_dtype(kv_dtype, "kv_dtype") if kv_dtype else (act if act.value in (
         "fp16", "bf16", "fp32", "fp8") else parse_dtype("bf16"))
-    return Precision(weights=weights, activations=act, kv_cache=kv)
+    return Precision(weights=weights, activations=act, kv_cache=kv,
+                     activation_quant=activation_quant)
 
 
 KERNEL_MODELS = ("calibrated", "roofline")

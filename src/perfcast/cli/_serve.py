@@ -84,6 +84,13 @@ def serve(
     dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.")] = "bf16",
     weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4.")] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype.")] = None,
+    activation_quant: Annotated[str, typer.Option(
+        help="fp8/fp4 activations: 'fused' (quantised by the producing norm/activation "
+             "kernel, as serving engines do) or 'separate' (own kernels per GEMM).")
+                                ] = "fused",
+    allreduce: Annotated[str, typer.Option(
+        help="TP all-reduce: custom (engines' one-shot kernel where faster) or nccl.")
+                         ] = "custom",
     host_overlap: Annotated[bool, typer.Option(
         help="The engine schedules on the CPU while the GPU runs (SGLang/TRT-LLM overlap "
              "scheduler, vLLM async scheduling).")] = False,
@@ -109,8 +116,8 @@ def serve(
         scheduler=scheduler, router=router, max_batch=max_batch,
         max_batch_tokens=max_batch_tokens, chunk_size=chunk_size, block_size=block_size,
         preemption=preemption, gpu_memory_utilization=gpu_memory_utilization,
-        host_overlap=host_overlap,
-        precision=_precision(dtype, kv_dtype, weight_dtype))
+        host_overlap=host_overlap, allreduce=allreduce,
+        precision=_precision(dtype, kv_dtype, weight_dtype, activation_quant))
     defaults = {"fixed": (512, 128)}.get(lengths, (None, None))
     workload = make_workload(
         num_requests, arrival=arrival, qps=qps, cv=cv, concurrency=concurrency,

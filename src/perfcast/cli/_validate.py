@@ -194,6 +194,7 @@ def serving_cmd(
              "(one-step analytic baselines).")] = None,
     points_per_group: Annotated[int | None, typer.Option(
         help="Sample this many points per model x device x backend x precision.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the per-group sample.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Directory for serving.md / serving.csv.")
                    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
@@ -216,7 +217,9 @@ def serving_cmd(
         raise InputError("points_per_group", f"must be >= 1, got {points_per_group}", ">= 1")
     if out is not None and out.exists() and not out.is_dir():
         raise InputError("out", f"{out} exists and is not a directory", "a directory path")
-    points = sample_serving_points(load_serving_points(), points_per_group)
+    if seed < 0:
+        raise InputError("seed", f"must be >= 0, got {seed}", ">= 0")
+    points = sample_serving_points(load_serving_points(), points_per_group, seed)
     rows = pd.concat([validate_serving(_serving_callable(m), points, method=m)
                       for m in methods], ignore_index=True)
     if out is not None:
@@ -226,7 +229,8 @@ def serving_cmd(
             "# perfcast validate serving", "",
             f"Targets: median APE TTFT <= {SERVING_TARGETS['ttft']:.0%}, TPOT <= "
             f"{SERVING_TARGETS['tpot']:.0%}. Points: AIConfigurator silicon_sample_dev "
-            f"(validate/data/README.md), {len(points)} of them.", "", _md_table(rows), ""]))
+            f"(validate/data/README.md), {len(points)} of them (sample seed {seed}).", "",
+            _md_table(rows), ""]))
     if json_out:
         emit_json({"rows": rows.to_dict("records"), "targets": SERVING_TARGETS})
         return

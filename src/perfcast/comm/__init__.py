@@ -3,8 +3,10 @@
 from perfcast.comm._alphabeta import (
     COLLECTIVES,
     CollectiveModel,
+    CustomAllReduce,
     RingAlphaBeta,
     ring_traffic_factor,
 )
 
-__all__ = ["COLLECTIVES", "CollectiveModel", "RingAlphaBeta", "ring_traffic_factor"]
+__all__ = ["COLLECTIVES", "CollectiveModel", "CustomAllReduce", "RingAlphaBeta",
+           "ring_traffic_factor"]

@@ -9,7 +9,8 @@ import numpy as np
 from perfcast.errors import InputError
 from perfcast.specs import Cluster
 
-__all__ = ["COLLECTIVES", "CollectiveModel", "RingAlphaBeta", "ring_traffic_factor"]
+__all__ = ["COLLECTIVES", "CollectiveModel", "CustomAllReduce", "RingAlphaBeta",
+           "ring_traffic_factor"]
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
 
@@ -53,12 +54,37 @@ class RingAlphaBeta:
         out = np.zeros(len(size))
         for k in np.unique(kind):
             rows = kind == k
-            traffic, steps = ring_traffic_factor(k, group[rows])
             for g in np.unique(group[rows]):
                 sel = rows & (group == g)
                 link = cluster.link_for(int(g))
                 t, s = ring_traffic_factor(k, np.array([g]))
                 out[sel] = (link.collective_base_s + s[0] * link.latency_s
                             + t[0] * size[sel] / (link.bandwidth_bps * link.bus_efficiency))
-            del traffic, steps
         return np.where(group > 1, out, 0.0)
+
+
+class CustomAllReduce:
+    """Serving engines' tensor-parallel all-reduce: a one-shot kernel where every GPU reads
+    its N-1 peers' buffers over NVLink (t = base + (N-1)·peer + (N-1)·bytes / (bandwidth ·
+    efficiency)), or NCCL's ring where that is faster (large messages) or the link has no
+    measured one-shot terms. Other collectives are the ring's (RingAlphaBeta)."""
+
+    def __init__(self) -> None:
+        self.ring = RingAlphaBeta()
+
+    def collective_times(self, kind: np.ndarray, message_bytes: np.ndarray,
+                         group_size: np.ndarray, cluster: Cluster) -> np.ndarray:
+        kind = np.asarray(kind, dtype=object)
+        size = np.asarray(message_bytes, dtype=float)
+        group = np.asarray(group_size, dtype=float)
+        out = self.ring.collective_times(kind, size, group, cluster)
+        for g in np.unique(group[(kind == "allreduce") & (group > 1)]):
+            link = cluster.link_for(int(g))
+            if link.one_shot_base_s is None:
+                continue
+            sel = (kind == "allreduce") & (group == g)
+            peers = g - 1
+            one_shot = (link.one_shot_base_s + peers * link.one_shot_peer_s
+                        + peers * size[sel] / (link.bandwidth_bps * link.bus_efficiency))
+            out[sel] = np.minimum(out[sel], one_shot)
+        return out

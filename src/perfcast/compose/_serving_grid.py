@@ -50,6 +50,9 @@ class LinearRows:
     def __init__(self, template: pd.DataFrame, coef: np.ndarray):
         self.template = template.reset_index(drop=True)  # text columns and counts
         self.coef = coef  # (features, rows, numeric columns)
+        # the template's other columns as numpy arrays (text as objects), tiled per query
+        self._fixed = {c: self.template[c].to_numpy(dtype=object if c != "count" else None)
+                       for c in COLUMNS if c not in NUMERIC}
 
     @classmethod
     def fit(cls, tables: list[pd.DataFrame], features: np.ndarray,
@@ -71,11 +74,17 @@ class LinearRows:
         by vector)."""
         n, r = len(features), len(self.template)
         vals = np.einsum("nf,frc->nrc", features, self.coef).reshape(n * r, len(NUMERIC))
-        out = self.template.iloc[np.tile(np.arange(r), n)].reset_index(drop=True)
-        for j, col in enumerate(NUMERIC):
-            out[col] = vals[:, j]
-        out["b"] = np.maximum(np.rint(out["b"]), 1).astype("int64")
-        return out[COLUMNS]
+        tile = np.tile(np.arange(r), n)
+        cols = {}
+        for col in COLUMNS:
+            if col in NUMERIC:
+                cols[col] = vals[:, NUMERIC.index(col)]
+            elif col == "count":
+                cols[col] = self._fixed[col][tile]
+            else:  # object dtype kept (no re-inference as arrow strings: cheap to take/test)
+                cols[col] = pd.Series(self._fixed[col][tile], dtype=object, copy=False)
+        cols["b"] = np.maximum(np.rint(cols["b"]), 1).astype("int64")
+        return pd.DataFrame(cols)
 
 
 def locate(axis: list[float], x: float) -> tuple[int, float]:
@@ -92,10 +101,12 @@ class LazyGrid:
     """Values (ncols per cell) on a tensor-product grid, priced on first use and kept.
 
     `price(points (n, D)) -> (n, ncols)` seconds; interpolation is multilinear in the raw
-    coordinates, so monotone grid values give a monotone interpolant."""
+    coordinates, so monotone grid values give a monotone interpolant. `block`: cells per
+    axis priced together (default: ~BLOCK_CELLS cells, the same count along every axis);
+    a cell's value never depends on the block it was priced with."""
 
     def __init__(self, axes: list[np.ndarray], ncols: int,
-                 price: Callable[[np.ndarray], np.ndarray]):
+                 price: Callable[[np.ndarray], np.ndarray], block: tuple[int, ...] | None = None):
         self.axes = [np.asarray(a, dtype=float) for a in axes]
         self.lists = [a.tolist() for a in self.axes]
         self.shape = tuple(len(a) for a in self.axes)
@@ -106,7 +117,8 @@ class LazyGrid:
         self.memo: dict[float, float] | None = {} if len(axes) == 1 else None
         self.price = price
         side = max(2, round(BLOCK_CELLS ** (1 / len(axes))))
-        self.block = np.array([min(n, side) for n in self.shape])
+        self.block = np.array([min(n, side if block is None else max(int(b), 1))
+                               for n, b in zip(self.shape, block or self.shape, strict=True)])
         self.dense = [int(np.argmin(np.append(a, np.inf) == np.arange(1, len(a) + 2)))
                       for a in self.axes]  # length of the 1, 2, ..., K prefix
         self.corners = [[(c >> d) & 1 for d in range(len(axes))]
@@ -179,7 +191,7 @@ class LazyGrid:
             out = memo.get(point[0])
             if out is not None:
                 return out
-        terms = [(0, 1.0)]
+        fs, ws = [0], [1.0]  # corner cells and weights, in corner order
         for (lst, top, st), x in zip(self.meta, point, strict=True):
             if top < 0:
                 continue
@@ -193,20 +205,21 @@ class LazyGrid:
             if wd <= 0.0:
                 if i:
                     o = i * st
-                    terms = [(f + o, w) for f, w in terms]
+                    fs = [f + o for f in fs]
             elif wd >= 1.0:
                 o = (i + 1) * st
-                terms = [(f + o, w) for f, w in terms]
+                fs = [f + o for f in fs]
             else:
                 o, a = i * st, 1.0 - wd
-                terms = [(f + o, w * a) for f, w in terms] + \
-                    [(f + o + st, w * wd) for f, w in terms]
+                hi = o + st
+                fs = [f + o for f in fs] + [f + hi for f in fs]
+                ws = [w * a for w in ws] + [w * wd for w in ws]
         col = self.col0
         out = 0.0
-        for flat, w in terms:
+        for flat, w in zip(fs, ws, strict=True):
             v = col[flat]
             if v != v:  # not priced yet: price the blocks of all corners at once
-                self._fill(np.array([f for f, _ in terms]))
+                self._fill(np.array(fs))
                 v = col[flat]
             out += w * v
         if memo is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfcast.comm import RingAlphaBeta
 from perfcast.compose._serving_grid import LazyGrid, LinearRows, geometric
 from perfcast.compose._serving_stats import BatchStats
 from perfcast.ops import COMM_FAMILIES, Batch, step_ops
@@ -48,40 +47,56 @@ def _feat_decode(p: np.ndarray) -> np.ndarray:
 
 
 def _feat_prefill(p: np.ndarray) -> np.ndarray:
-    s, q, c, pairs = p.T
-    k = q + c
+    s, q, c, r = p.T
+    k, pairs = q + c, r * (q * c + q * (q + 1) / 2)
     return np.column_stack([np.ones(len(p)), q, k, pairs, s, s * q, s * k, s * pairs])
 
 
 _FEATURES = {"T": _feat_1d, "S": _feat_1d, "Pt": _feat_1d, "Sd": _feat_1d,
              "attn_decode": _feat_decode, "attn_prefill": _feat_prefill}
 ATTN_COL = 1 + CATEGORIES.index("attention") * len(WHERE) + WHERE.index("layers")
+# Prefill attention cells priced together (sequences, query, context, pairs axes): a workload
+# reaches few sequence counts and, for a given query and context, few pairs values, so blocks
+# are narrow on those axes (fewer cells priced that are never read; values do not depend on
+# the block).
+_PREFILL_BLOCK = (2, 16, 8, 4)
 
 
 class StepGrids:
     """Mixin building the part grids from the attributes ServingStepModel sets (model,
-    cluster, precision, plan, time_model, limits, window)."""
+    cluster, precision, plan, time_model, comm_model, limits, window)."""
 
     # -- construction: exact probes, then lazily priced grids --------------------------
     def _ops(self, batch: Batch, driver: str) -> pd.DataFrame:
-        ops = step_ops(self.model, batch, self.precision, self.plan)
+        probes = self.__dict__.get("_probes")  # while building: one step_ops call per batch
+        ops = None if probes is None else probes.get(batch)
+        if ops is None:
+            ops = step_ops(self.model, batch, self.precision, self.plan)
+            if probes is not None:
+                probes[batch] = ops
         keep = [_driver(f, o) == driver for f, o in zip(ops["family"], ops["op"], strict=True)]
         return ops[keep]
 
-    def _price_rows(self, rows: pd.DataFrame, groups: int) -> np.ndarray:
+    def _price_rows(self, rows: pd.DataFrame, groups: int,
+                    onehot: np.ndarray | None = None) -> np.ndarray:
         """Rows in `groups` equal blocks -> (groups, 13) seconds per block and column:
-        step_time's per-row prices (kernel model, collectives by the ring model) x count."""
+        step_time's per-row prices (kernel model, collectives by the ring model) x count.
+        `onehot`: `_cell_columns` of one block's rows when all blocks share them."""
         times = np.asarray(self.time_model.kernel_times(rows, self.cluster.device), float)
-        comm = rows["family"].isin(COMM_FAMILIES).to_numpy()
+        family = rows["family"].to_numpy(dtype=object)
+        comm = np.isin(family, list(COMM_FAMILIES))
         if comm.any():
-            times[comm] = RingAlphaBeta().collective_times(
-                rows["family"].to_numpy(dtype=object)[comm], rows["m"].to_numpy()[comm],
-                rows["n"].to_numpy()[comm], self.cluster)
+            times[comm] = self.comm_model.collective_times(
+                family[comm], rows["m"].to_numpy()[comm], rows["n"].to_numpy()[comm],
+                self.cluster)
         total = times * rows["count"].to_numpy(dtype=float)
-        per = total[:, None] * _cell_columns(rows)
-        return per.reshape(groups, -1, per.shape[1]).sum(axis=1)
+        if onehot is None:
+            per = total[:, None] * _cell_columns(rows)
+            return per.reshape(groups, -1, per.shape[1]).sum(axis=1)
+        per = total.reshape(groups, -1)[:, :, None] * onehot[None, :, :]
+        return per.sum(axis=1)
 
-    def _grid(self, axes, driver, batches, points, fallback=None):
+    def _grid(self, axes, driver, batches, points, fallback=None, block=None):
         """(grid or None when the part has no rows, kernel launches of the part)."""
         tables = [self._ops(b, driver) for b in batches]
         if tables[0].empty:
@@ -94,11 +109,14 @@ class StepGrids:
                 raise RuntimeError(f"{driver} op rows are not linear in their statistics")
             axes, price = fallback
         else:
-            def price(pts, fit=fit, feat=_FEATURES[driver]):
-                return self._price_rows(fit.rows(feat(pts)), len(pts))[:, :ncols]
-        return LazyGrid(axes, ncols, price), int(tables[0]["count"].sum())
+            onehot = _cell_columns(fit.template)
+
+            def price(pts, fit=fit, feat=_FEATURES[driver], onehot=onehot):
+                return self._price_rows(fit.rows(feat(pts)), len(pts), onehot)[:, :ncols]
+        return LazyGrid(axes, ncols, price, block), int(tables[0]["count"].sum())
 
     def _build(self) -> None:
+        self._probes: dict[Batch, pd.DataFrame] = {}
         max_t, max_s, max_c = self.limits
         dense = min(max_t, 16384)
         t_axis = np.union1d(np.arange(1, dense + 1), geometric(dense, max_t, 64, True))
@@ -137,7 +155,8 @@ class StepGrids:
             [np.union1d(np.arange(1, 5), geometric(4, max_s, 2, True)),
              np.unique(np.concatenate([geometric(1, 128, 8), m, m + 1,
                                        geometric(8192, max(max_t, 8192), 8)])),
-             np.concatenate([[0.0], geometric(1, max_c, 3)]),
-             geometric(1, max_t * (max_t + max_c), 2)],
-            "attn_prefill", batches, np.column_stack(stats.prefill_points()))
+             np.concatenate([[0.0], geometric(1, max_c, 3)]), 2.0 ** np.arange(-8, 5)],
+            "attn_prefill", batches, np.column_stack(stats.prefill_points()),
+            block=_PREFILL_BLOCK)
+        self.__dict__.pop("_probes", None)
         self.launches = (n_t, n_s, n_pt, n_sd + n_d, n_p)

@@ -17,10 +17,12 @@ FIELDS = ("prefill_tokens_total", "prefill_seqs", "prefill_keys_total", "prefill
 
 def prefill_point(seqs, tokens, keys, pairs):
     """Prefill attention grid coordinates: (sequences, mean new tokens, mean cached context,
-    mean attended pairs). Each grows (or stays) when a sequence gains a token or context,
-    so a grid monotone along every axis interpolates to a monotone step time."""
+    pairs over those of a batch of equal sequences with the mean shape). The ratio keeps the
+    grid small (13 points span 1/256-16x imbalance; absolute pairs would need ~70)."""
     s = np.maximum(seqs, 1)
-    return seqs, tokens / s, (keys - tokens) / s, pairs / s
+    q, c = tokens / s, (keys - tokens) / s
+    equal = np.maximum(s * (q * c + q * (q + 1) / 2), 1e-300)  # 0 pairs when no prefill
+    return seqs, q, c, pairs / equal
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ statistics, cached and vectorised for a simulator that asks millions of times.
 A step's op rows split into parts with few drivers: token-linear rows (GEMMs, norms,
 activations, KV write, TP all-reduces) on the new tokens T; the head (lm_head, sampling) on
 the sequences S; MLA's prefill-only and decode-only GEMMs on prefill tokens and decode
-sequences; prefill attention on (sequences, mean query, mean context, mean attended pairs);
+sequences; prefill attention on (sequences, mean query, mean context, pairs ratio);
 decode attention on (sequences, mean keys). Each part lives on a grid whose cells are priced exactly
 by the time model (rows from `step_ops`, see _serving_parts) on first use and interpolated
 linearly in between; grids are dense (every integer) where tile and wave steps live.
@@ -16,6 +16,7 @@ from bisect import bisect_right
 
 import numpy as np
 
+from perfcast.comm import CollectiveModel, RingAlphaBeta
 from perfcast.compose._host import host_overhead_s
 from perfcast.compose._serving_grid import locate
 from perfcast.compose._serving_parts import ATTN_COL, CATEGORIES, WHERE, StepGrids
@@ -36,7 +37,7 @@ class ServingStepModel(StepGrids):
     def __init__(self, model: ModelSpec, cluster: Cluster, precision: Precision | None = None,
                  plan: ParallelPlan | None = None, time_model: ExecutionTimeModel | None = None,
                  execution: Execution | str = Execution.CUDA_GRAPH, host: str = "vllm-v0", *,
-                 host_overlap: bool = False,
+                 host_overlap: bool = False, comm_model: CollectiveModel | None = None,
                  max_tokens: int = 131072, max_seqs: int = 1024, max_context: int = 131072):
         if model.kind != "decoder":
             raise InputError("model", f"{model.name} is {model.kind}; serving steps are "
@@ -49,6 +50,7 @@ class ServingStepModel(StepGrids):
         self.precision, self.plan = precision or Precision(), plan or ParallelPlan()
         self.plan.check(model)
         self.time_model = time_model or RooflineModel()
+        self.comm_model = comm_model or RingAlphaBeta()
         try:
             self.execution = Execution(execution)
         except ValueError:
@@ -78,7 +80,7 @@ class ServingStepModel(StepGrids):
         (n, 1) totals only with ncols=1."""
         pt, ps, ds = st.prefill_tokens_total, st.prefill_seqs, st.decode_seqs
         tokens, seqs = pt + ds, ps + ds
-        s, q, c, pairs = st.prefill_points()
+        s, q, c, r = st.prefill_points()
         mean_keys = st.decode_keys_total / np.maximum(ds, 1)
         for name, value, limit in zip(("tokens", "sequences", "prefill_context",
                                        "decode_context"),
@@ -90,7 +92,7 @@ class ServingStepModel(StepGrids):
         for grid, x, on in ((self.pt_grid, pt[:, None], pt > 0),
                             (self.sd_grid, ds[:, None], ds > 0),
                             (self.decode_grid, np.column_stack([ds, mean_keys]), ds > 0),
-                            (self.prefill_grid, np.column_stack([s, q, c, pairs]), ps > 0)):
+                            (self.prefill_grid, np.column_stack([s, q, c, r]), ps > 0)):
             if grid is None or not on.any():
                 continue
             part = grid.interp(x[on], ncols)
@@ -156,7 +158,7 @@ class ServingStepModel(StepGrids):
             if self.sd_grid is not None:
                 busy += self.sd_grid.total((ds,))
         if ps:
-            busy += self.prefill_grid.total((ps, q, c, pp / ps))
+            busy += self.prefill_grid.total((ps, q, c, pp / (ps * (q * c + q * (q + 1) / 2))))
             if self.pt_grid is not None:
                 busy += self.pt_grid.total((pt,))
         host = self.host_s[0] + self.host_s[1] * seqs

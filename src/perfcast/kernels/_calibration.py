@@ -251,8 +251,24 @@ class PhysicsModel:
             return part
         part = part.copy()
         default = DEFAULT_OP.get(family, DEFAULT_OP.get(fam, "gemm"))
-        part.loc[unknown, "op"] = default
+        ops = part["op"].to_numpy(dtype=object)[unknown]  # keep configuration suffixes
+        part.loc[unknown, "op"] = [default + str(o)[str(o).find(":"):] if ":" in str(o)
+                                   else default for o in ops]
         return part
+
+    def _fused_quant_fixed(self, own: dict, family: str, fam: str, params: FamilyParams,
+                           prep: Prepared) -> np.ndarray | float:
+        """Fixed-cost swap for fused-quantisation GEMM rows (see perfcast.kernels._physics):
+        the 16-bit variant's fixed cost on this device replaces the one `evaluate` charged."""
+        fused = prep.fixed_class != prep.dtype_class
+        if not fused.any():
+            return 0.0
+        corr = own.get(f"{family}/bf16") or own.get(f"{fam}/bf16")
+        p16 = self.calibration.families[fam] if corr is None else corr.params
+        keys, classes = prep.fixed_variant[fused], prep.fixed_class[fused]
+        out = np.zeros(len(fused))
+        out[fused] = p16.fixed_for(keys, classes) - params.fixed_for(keys, classes)
+        return out
 
     def tier(self, device: Device) -> str:
         return self.calibration.tier_for(device.name)
@@ -260,11 +276,11 @@ class PhysicsModel:
     def kernel_times(self, ops: pd.DataFrame, device: Device,
                      timing: np.ndarray | None = None) -> np.ndarray:
         timing = np.full(len(ops), "cuda_graph", dtype=object) if timing is None else timing
+        # plain numpy-backed columns (text kept as object arrays, not re-inferred as arrow
+        # strings): row selection per group stays a cheap take and string tests stay cheap
+        ops = _numpy_frame(ops)
         out = roofline_times(ops, device, waves=False)
-        # plain numpy-backed columns: row selection per group stays a cheap take
-        ops = pd.DataFrame({c: ops[c].to_numpy(dtype=object if c in _TEXT else None)
-                            for c in COLUMNS})
-        groups = ops.groupby(["family", "dtype"], sort=True).indices
+        groups = _groups(ops["family"].to_numpy(), ops["dtype"].to_numpy())
         own = self.calibration.devices.get(device.name, {})
         for (family, dtype), idx in groups.items():
             fam = family if family in self.calibration.families else FALLBACK.get(family)
@@ -275,7 +291,7 @@ class PhysicsModel:
             part = self._canonical(ops.iloc[idx], family, fam, params)
             prep = prepare(part, device, timing[idx])
             bins, dts = regime_bins(prep.regime), prep.variant
-            t = evaluate(params, prep)
+            t = evaluate(params, prep) + self._fused_quant_fixed(own, family, fam, params, prep)
             log_fix = self.calibration.residuals[fam].correction(bins, dts)
             if corr is not None:
                 log_fix = log_fix + corr.residual.correction(part, dts)
@@ -284,6 +300,35 @@ class PhysicsModel:
             out[idx] = np.maximum(t * np.exp(log_fix), out[idx])  # never beat the roofline
         comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
         return np.where(comm, 0.0, out)
+
+
+def _groups(family: np.ndarray, dtype: np.ndarray) -> dict[tuple, np.ndarray]:
+    """Row positions (ascending) per (family, dtype), keys sorted: `groupby.indices` without
+    its per-call overhead."""
+    fc, fu = pd.factorize(family)
+    dc, du = pd.factorize(dtype)
+    combined = np.where((fc < 0) | (dc < 0), -1, fc.astype(np.int64) * max(len(du), 1) + dc)
+    order = np.argsort(combined, kind="stable")
+    uniq, starts = np.unique(combined[order], return_index=True)
+    bounds = [*starts[1:].tolist(), len(order)]
+    out = {(fu[u // max(len(du), 1)], du[u % max(len(du), 1)]): order[a:b]
+           for u, a, b in zip(uniq.tolist(), starts.tolist(), bounds, strict=True) if u >= 0}
+    return dict(sorted(out.items()))
+
+
+def _numpy_frame(ops: pd.DataFrame) -> pd.DataFrame:
+    """The op table's COLUMNS as numpy-backed columns, text as object arrays (kept as object
+    dtype: pandas would otherwise re-infer arrow-backed strings, slow to test and take)."""
+    if list(ops.columns) == COLUMNS and all(
+            ops[c].dtype == object for c in _TEXT):  # already so (e.g. serving grid rows)
+        return ops
+    cols = {}
+    for c in COLUMNS:
+        if c in _TEXT:
+            cols[c] = pd.Series(ops[c].to_numpy(dtype=object), dtype=object, copy=False)
+        else:
+            cols[c] = ops[c].to_numpy()
+    return pd.DataFrame(cols)
 
 
 @cache

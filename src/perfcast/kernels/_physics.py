@@ -12,8 +12,12 @@ T_b: every thread block lives at least t_block, so kernels of many tiny blocks (
 attention over thousands of sequences) are bound by waves of blocks, not bytes or FLOPs.
 t_fixed is the kernel's fixed cost per kernel variant plus
 the launch cost of the timing method; t_quant is the dynamic-quantisation pass of FP8/FP4
-GEMMs (reads 16-bit activations, writes the narrow copy). η_c, η_m ≤ 1, t_fixed ≥ 0 and the
-smooth max is ≥ max(T_c, T_m), so a forecast never beats the roofline.
+GEMMs (reads 16-bit activations, writes the narrow copy). A GEMM whose producer already
+quantised its input (op suffix `:fused_quant`) pays neither t_quant nor the quantisation
+kernels' share of t_fixed: its fixed cost is its 16-bit variant's (same GEMM launch and
+prologue), while its shape residuals stay those measured for its own dtype.
+η_c, η_m ≤ 1, t_fixed ≥ 0 and the smooth max is ≥ max(T_c, T_m), so a forecast never beats
+the roofline.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import numpy as np
 import pandas as pd
 
 from perfcast.kernels._roofline import peak_flops, thread_blocks, wave_quantization
+from perfcast.ops import FUSED_QUANT
 from perfcast.specs import Device, bytes_per_element
 
 __all__ = ["FamilyParams", "Prepared", "concat_prepared", "device_features", "evaluate",
            "prepare", "regime_coords", "variants"]
 
 QUANTISED_GEMM_DTYPES = ("fp8", "fp4", "int8")
+_FUSED_SUFFIX = ":" + FUSED_QUANT
 DEFAULT_TDP_W = 300.0  # for spec sheets without a TDP (none of the shipped GPUs lacks one)
 
 
@@ -116,6 +122,8 @@ class Prepared:
     simt: np.ndarray
     dtype_class: np.ndarray
     variant: np.ndarray  # "<op>/<dtype>": the kernel implementation measured
+    fixed_variant: np.ndarray  # variant whose fixed cost applies (16-bit one if fused quant)
+    fixed_class: np.ndarray  # dtype class for the fixed-cost fallback
     timing: np.ndarray
     regime: np.ndarray  # device-normalised shape coordinates (see regime_coords)
 
@@ -128,19 +136,27 @@ def prepare(ops: pd.DataFrame, device: Device, timing: np.ndarray) -> Prepared:
     traffic = ops["bytes_read"].to_numpy(dtype=float) + ops["bytes_written"].to_numpy(dtype=float)
     t_quant = np.zeros(len(ops))
     quant = np.isin(dtypes, QUANTISED_GEMM_DTYPES) & (ops["family"] == "gemm").to_numpy()
+    fused = quant & _per_unique(ops["op"].to_numpy(dtype=object),
+                                lambda o: str(o).endswith(_FUSED_SUFFIX)).astype(bool)
+    quant &= ~fused
     if quant.any():
         m, k, b = (ops[c].to_numpy(dtype=float)[quant] for c in ("m", "k", "b"))
         narrow = np.array([bytes_per_element(d) for d in dtypes[quant]])
         t_quant[quant] = b * m * k * (2.0 + narrow) / device.hbm_bandwidth_bps
     t_compute = flops * wave_quantization(ops, device) / peak_flops(ops, device)
+    variant, dtype_class = variants(ops), _per_unique(dtypes, _dtype_class)
+    fixed_variant, fixed_class = variant.copy(), dtype_class.copy()
+    if fused.any():
+        fixed_variant[fused] = [v.rsplit("/", 1)[0] + "/bf16" for v in variant[fused]]
+        fixed_class[fused] = "16bit"
     return Prepared(
         t_compute=t_compute,
         t_memory=traffic / device.memory_bandwidth_bps(traffic), t_quant=t_quant,
         **_block_terms(ops, device),
         log_flops_per_w=np.nan_to_num(feats["log_flops_per_w"], nan=0.0),
         log_bw_tbps=feats["log_bw_tbps"], simt=dtypes == "fp32",
-        dtype_class=_per_unique(dtypes, _dtype_class),
-        variant=variants(ops), timing=np.asarray(timing, dtype=object),
+        dtype_class=dtype_class, variant=variant, fixed_variant=fixed_variant,
+        fixed_class=fixed_class, timing=np.asarray(timing, dtype=object),
         regime=regime_coords(ops, device, t_compute,
                              traffic / device.memory_bandwidth_bps(traffic)))
 
@@ -200,6 +216,6 @@ def evaluate(params: FamilyParams, prep: Prepared) -> np.ndarray:
     q = params.smoothness
     top = np.maximum(np.maximum(np.maximum(t_c, t_m), t_b), 1e-300)
     busy = top * ((t_c / top) ** q + (t_m / top) ** q + (t_b / top) ** q) ** (1.0 / q)
-    fixed = params.fixed_for(prep.variant, prep.dtype_class)
+    fixed = params.fixed_for(prep.fixed_variant, prep.fixed_class)
     launch = params.launch_for(prep.timing)
     return fixed + launch + prep.t_quant / eta_m + busy

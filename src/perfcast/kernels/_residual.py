@@ -56,6 +56,9 @@ def _level_name(level: tuple[str, tuple[int, ...]]) -> str:
     return f"{level[0]}:{''.join('bsod'[i] for i in level[1])}"
 
 
+_LEVEL_NAMES = tuple(_level_name(level) for level in _LEVELS)
+
+
 def _keys(bins: np.ndarray, dtypes: np.ndarray, level: tuple[str, tuple[int, ...]]
           ) -> np.ndarray:
     scope, dims = level
@@ -94,21 +97,27 @@ class ResidualGrid:
         """Summed log-corrections of all levels for each row (0 where a cell is unseen).
         Vectorised: cells are looked up as packed integers in sorted arrays."""
         compiled = self._compile()
-        codes, uniques = pd.factorize(pd.Series(variants, dtype=object))
+        codes, uniques = pd.factorize(np.asarray(variants, dtype=object))
         ids = np.array([compiled["variants"].get(v, -1) for v in uniques], dtype=np.int64)
         row_ids = ids[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+        variant_bits = np.maximum(row_ids, 0) << _VARIANT_SHIFT
+        known = row_ids >= 0
         total = np.zeros(len(bins))
-        for level in _LEVELS:
-            keys, values = compiled["levels"][_level_name(level)]
+        packs: dict[tuple[int, ...], np.ndarray] = {}  # the 'any' and 'variant' levels share
+        for level, name in zip(_LEVELS, _LEVEL_NAMES, strict=True):
+            keys, values = compiled["levels"][name]
             if not len(keys):
                 continue
-            packed = _pack(bins, level[1])
+            packed = packs.get(level[1])
+            if packed is None:
+                packed = packs[level[1]] = _pack(bins, level[1])
             if level[0] == "variant":
-                packed = packed | (np.maximum(row_ids, 0) << _VARIANT_SHIFT)
-            pos = np.clip(np.searchsorted(keys, packed), 0, len(keys) - 1)
+                packed = packed | variant_bits
+            pos = np.searchsorted(keys, packed)
+            np.minimum(pos, len(keys) - 1, out=pos)
             hit = keys[pos] == packed
             if level[0] == "variant":
-                hit &= row_ids >= 0
+                hit &= known
             total += np.where(hit, values[pos], 0.0)
         return total
 

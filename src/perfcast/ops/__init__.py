@@ -10,13 +10,13 @@ from perfcast.ops._memory import (
     kv_bytes_per_token,
     weight_bytes_per_gpu,
 )
-from perfcast.ops._table import COLUMNS, COMM_FAMILIES, TENSOR_FAMILIES
+from perfcast.ops._table import COLUMNS, COMM_FAMILIES, FUSED_QUANT, TENSOR_FAMILIES
 from perfcast.ops._training import training_ops
 from perfcast.ops._transformer import step_ops
 
 __all__ = [
-    "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSION_RULES", "OPTIMIZERS",
-    "TENSOR_FAMILIES",
+    "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSED_QUANT", "FUSION_RULES",
+    "OPTIMIZERS", "TENSOR_FAMILIES",
     "Batch", "MemoryFootprint", "attended_keys", "cnn_ops", "eager_ops", "inference_memory",
     "kv_bytes_per_token", "step_ops", "training_ops", "weight_bytes_per_gpu",
 ]

@@ -18,6 +18,9 @@ COLUMNS = ["layer", "op", "family", "phase", "b", "m", "n", "k", "flops", "bytes
            "bytes_written", "dtype", "count"]
 TENSOR_FAMILIES = frozenset({"gemm", "attn_prefill", "attn_decode"})
 COMM_FAMILIES = frozenset({"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"})
+# Op-name configuration suffix (`op:fused_quant`) of a W8A8/W4A4 GEMM whose producer already
+# wrote its quantised input (Precision.activation_quant == "fused").
+FUSED_QUANT = "fused_quant"
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.ops._batch import Batch, attended_keys
-from perfcast.ops._table import OpRows
+from perfcast.ops._table import FUSED_QUANT, OpRows
 from perfcast.specs import ModelSpec, ParallelPlan, Precision, bytes_per_element
 
 __all__ = ["step_ops"]
@@ -61,6 +61,8 @@ class _Ctx:
             return
         flops = 2.0 * tokens * n * k
         w_bytes = groups * n * k * (self.w_b if weight else self.act_b)
+        if weight and self.prec.fused_activation_quant:
+            op = f"{op}:{FUSED_QUANT}"  # a configuration of the kernel, not another kernel
         self.rows.add(layer, op, "gemm", self.phase, b=max(int(round(groups)), 1),
                       m=tokens / groups, n=n, k=k, flops=flops,
                       bytes_read=tokens * k * self.act_b + w_bytes,

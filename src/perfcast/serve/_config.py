@@ -57,6 +57,9 @@ class ServeConfig(BaseModel):
     host_overlap: bool = Field(default=False, description="the engine prepares the next step "
                                "on the CPU while the GPU runs this one (step = max, not sum)")
     max_context: int | None = Field(default=None, ge=1, description="longest sequence")
+    allreduce: Literal["custom", "nccl"] = Field(
+        default="custom", description="TP all-reduce: the engines' one-shot custom kernel on "
+        "NVLink where faster (vLLM, SGLang, TensorRT-LLM default), or NCCL's ring only")
 
     _resolved: tuple[ModelSpec, Cluster] = PrivateAttr()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from perfcast.comm import CustomAllReduce, RingAlphaBeta
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
@@ -38,6 +39,8 @@ def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = 
                             config.plan, time_model or PhysicsModel(shipped_calibration()),
                             config.execution,
                             config.host, host_overlap=config.host_overlap,
+                            comm_model=CustomAllReduce() if config.allreduce == "custom"
+                            else RingAlphaBeta(),
                             max_tokens=min(max(budget, 16), 1 << 22),
                             max_seqs=config.max_batch, max_context=config.context_limit)
 

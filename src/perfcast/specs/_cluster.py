@@ -34,6 +34,12 @@ class Link(BaseModel):
     bus_efficiency: float = Field(
         default=1.0, gt=0, le=1, description="share of bandwidth_bps a large collective "
         "achieves (measured bus bandwidth / link bandwidth)")
+    one_shot_base_s: float | None = Field(
+        default=None, ge=0, description="fixed cost of a one-shot all-reduce (every GPU "
+        "reads its peers' buffers directly: the custom all-reduce of TensorRT-LLM, vLLM and "
+        "SGLang on NVLink); None where none was measured")
+    one_shot_peer_s: float = Field(
+        default=0.0, ge=0, description="one-shot all-reduce cost per additional peer")
 
 
 class Cluster(BaseModel):

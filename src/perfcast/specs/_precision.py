@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from perfcast.specs._dtype import DType
@@ -14,13 +16,20 @@ _HIGH = (DType.FP32, DType.FP16, DType.BF16)
 
 class Precision(BaseModel):
     """Storage formats. Weight-only quantisation (int4/int8 weights, 16-bit activations) is
-    expressed by a narrower `weights` than `activations`."""
+    expressed by a narrower `weights` than `activations`.
+
+    `activation_quant` says where W8A8/W4A4 GEMMs get their narrow inputs: 'separate' —
+    quantisation kernels of their own before each GEMM (what a per-GEMM benchmark times,
+    e.g. AIConfigurator's FP8/NVFP4 tables); 'fused' — the producing norm or activation
+    kernel writes the narrow copy (TensorRT-LLM's and vLLM's serving graphs, static or
+    fused-dynamic scales), so neither the extra pass nor its launches run."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     weights: DType = DType.BF16
     activations: DType = DType.BF16
     kv_cache: DType = DType.BF16
+    activation_quant: Literal["separate", "fused"] = "separate"
 
     @field_validator("activations")
     @classmethod
@@ -41,9 +50,15 @@ class Precision(BaseModel):
         return self
 
     @classmethod
-    def uniform(cls, dtype: DType | str) -> Precision:
+    def uniform(cls, dtype: DType | str, activation_quant: str = "separate") -> Precision:
         dtype = DType(dtype)
-        return cls(weights=dtype, activations=dtype, kv_cache=dtype)
+        return cls(weights=dtype, activations=dtype, kv_cache=dtype,
+                   activation_quant=activation_quant)
+
+    @property
+    def fused_activation_quant(self) -> bool:
+        """True when quantised-activation GEMMs take inputs quantised by their producer."""
+        return self.activation_quant == "fused" and self.activations not in _HIGH
 
     @property
     def gemm_math(self) -> DType:

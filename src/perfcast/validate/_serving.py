@@ -17,6 +17,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from perfcast.comm import CustomAllReduce
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
@@ -52,16 +53,18 @@ def sample_serving_points(points: pd.DataFrame, per_group: int | None, seed: int
 
 def point_precision(point: pd.Series) -> Precision:
     """Weights and activations in the point's precision; the KV cache in fp8 for fp8/fp4
-    deployments (what these benchmarks' quantised configs use), else bf16. An assumption
-    stated here, not fitted."""
+    deployments (what these benchmarks' quantised configs use), else bf16; FP8/FP4
+    activations quantised inside the producing kernel (`activation_quant='fused'`), as the
+    serving engines' graphs do. Assumptions stated here, not fitted."""
     dtype = DType(point["precision"])
     kv = DType.FP8 if dtype in (DType.FP8, DType.FP4) else DType.BF16
-    return Precision(weights=dtype, activations=dtype, kv_cache=kv)
+    return Precision(weights=dtype, activations=dtype, kv_cache=kv, activation_quant="fused")
 
 
 def _step_model(point: pd.Series, time_model: ExecutionTimeModel, host: str
                 ) -> ServingStepModel:
-    """One ServingStepModel per deployment and time model, kept (its grids are the cost)."""
+    """One ServingStepModel per deployment and time model, kept (its grids are the cost);
+    TP all-reduces by the engines' custom kernel, as the serve engine prices them."""
     key = (point["model"], point["device"], int(point["tp"]), int(point["pp"]),
            point["precision"], host, id(time_model))
     if key not in _STEP_MODELS:
@@ -69,7 +72,8 @@ def _step_model(point: pd.Series, time_model: ExecutionTimeModel, host: str
         device = get_device(point["device"])
         sm = ServingStepModel(get_model(point["model"]), cluster_for(device, tp * pp),
                               point_precision(point), ParallelPlan(tp=tp, pp=pp), time_model,
-                              host=host, max_seqs=max(1024, int(point["concurrency"])))
+                              host=host, max_seqs=max(1024, int(point["concurrency"])),
+                              comm_model=CustomAllReduce())
         _STEP_MODELS[key] = (time_model, sm)  # holding time_model keeps id() unique
     return _STEP_MODELS[key][1]
 

@@ -1,10 +1,21 @@
-"""The serve engine as a `validate_serving` callable: each measured point replayed as the
-benchmark client ran it — `concurrency` requests of `isl` / `osl` tokens kept in flight
-(closed loop) — and the simulated requests' mean TTFT and TPOT returned.
+"""The serve engine as a `validate_serving` callable: each measured point replayed as its
+benchmark client ran it — `concurrency` requests kept in flight (closed loop), 10 x
+concurrency requests in all — and the simulated requests' mean TTFT and TPOT returned.
+
+The client matters as much as the server for TTFT: with identical lengths, requests that
+start together finish together and the next ones arrive together (prefill waves); length
+jitter desynchronises them. Rows from the InferenceMAX-style sweep (`source_file=2026-04-06`:
+isl/osl 1k/1k, 1k/8k, 8k/1k) follow its published client recipe: vLLM `benchmark_serving`
+on the random dataset with `--random-range-ratio 0.8` (lengths uniform in [0.8 L, L]) and
+`--num-prompts` = 10 x concurrency. The other rows (AIConfigurator's gap-analysis sweeps)
+publish no recipe; they are replayed with their fixed isl/osl and the same request count.
+Both are stated assumptions, not fitted.
 
 Engine settings per backend are what those servers run by default (stated, not fitted):
-continuous batching with chunked prefill mixed into decode steps under one token budget
-(vLLM V1, SGLang, TensorRT-LLM in-flight batching), `max_batch` = the point's concurrency,
+vLLM V1 and TensorRT-LLM in-flight batching mix (chunked) prefills into decode steps under
+one token budget (`vllm-v1`); SGLang runs waiting prefills first, in batches of their own
+up to its 8192-token chunked-prefill size, decodes pausing meanwhile (mixed chunks are off
+by default: `vllm-v0`-style); `max_batch` = the point's concurrency,
 and CPU scheduling overlapped with the GPU step (SGLang's and TensorRT-LLM's overlap
 schedulers, vLLM's async scheduling), so host time counts only where it exceeds the step.
 """
@@ -18,17 +29,21 @@ from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
 from perfcast.validate._serving import point_precision
 
-__all__ = ["BATCH_TOKEN_BUDGET", "ROUNDS", "engine_point"]
+__all__ = ["BATCH_TOKEN_BUDGET", "RANGE_RATIO", "ROUNDS", "benchmark_lengths", "engine_point"]
 
 BATCH_TOKEN_BUDGET = 8192  # vLLM V1's default max_num_batched_tokens for online serving
-ROUNDS = 4  # requests per point = ROUNDS x concurrency (benchmarks run several waves)
+ROUNDS = 10  # requests per point = ROUNDS x concurrency (InferenceMAX's --num-prompts)
+RANGE_RATIO = 0.8  # InferenceMAX's --random-range-ratio: lengths uniform in [0.8 L, L]
+_RECIPE_SOURCE = "source_file=2026-04-06.csv"
 _STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
 
 
 def _config(point: pd.Series, max_batch: int) -> ServeConfig:
+    prefill_first = point["backend"] == "sglang"
+    budget = max(BATCH_TOKEN_BUDGET, int(point["isl"]) // (1 if prefill_first else 8))
     return ServeConfig(model=point["model"], gpu=point["device"], tp=int(point["tp"]),
-                       pp=int(point["pp"]), scheduler="vllm-v1", max_batch=max_batch,
-                       max_batch_tokens=max(BATCH_TOKEN_BUDGET, int(point["isl"]) // 8),
+                       pp=int(point["pp"]), max_batch=max_batch, max_batch_tokens=budget,
+                       scheduler="vllm-v0" if prefill_first else "vllm-v1",
                        precision=point_precision(point), host_overlap=True,
                        max_context=int(point["isl"]) + int(point["osl"]))
 
@@ -42,13 +57,21 @@ def _step_model(point: pd.Series, time_model: ExecutionTimeModel | None) -> Serv
     return _STEP_MODELS[key][1]
 
 
+def benchmark_lengths(point: pd.Series) -> dict:
+    """`make_workload` length arguments of the point's benchmark client (module docstring)."""
+    isl, osl = int(point["isl"]), int(point["osl"])
+    if _RECIPE_SOURCE in str(point.get("silicon_data_source", "")):
+        return {"lengths": "uniform", "prompt_tokens": (int(RANGE_RATIO * isl), isl),
+                "output_tokens": (int(RANGE_RATIO * osl), osl)}
+    return {"lengths": "fixed", "prompt_tokens": isl, "output_tokens": osl}
+
+
 def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None
                  ) -> tuple[float, float]:
     """(mean TTFT, mean TPOT) in seconds of the point's closed-loop benchmark, simulated."""
     conc = int(point["concurrency"])
     workload = make_workload(ROUNDS * conc, arrival="closed_loop", concurrency=conc,
-                             lengths="fixed", prompt_tokens=int(point["isl"]),
-                             output_tokens=int(point["osl"]), max_tokens=None)
+                             max_tokens=None, seed=0, **benchmark_lengths(point))
     result = simulate(_config(point, conc), workload, step_model=_step_model(point,
                                                                                time_model))
     s = result.summary()

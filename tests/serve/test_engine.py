@@ -38,11 +38,13 @@ def small_workload(n=40, qps=20.0, seed=0, prompt=(16, 600), output=(1, 200)):
        preemption=st.sampled_from(["recompute", "swap"]), block=st.sampled_from([8, 16, 32]),
        util=st.sampled_from([0.9, 0.25, 0.2]), n=st.integers(1, 30),
        qps=st.floats(0.5, 500.0), closed=st.sampled_from([None, 1, 4]),
-       seed=st.integers(0, 10_000))
+       seed=st.integers(0, 10_000), overlap=st.booleans())
 def test_invariants_hold_on_random_deployments(fake_step_model, scheduler, replicas, router,
-                                               preemption, block, util, n, qps, closed, seed):
+                                               preemption, block, util, n, qps, closed, seed,
+                                               overlap):
     config = ServeConfig(**BASE, scheduler=scheduler, replicas=replicas, router=router,
                          preemption=preemption, block_size=block, gpu_memory_utilization=util,
+                         host_overlap=overlap,
                          max_batch=64, max_batch_tokens=4096 if scheduler != "sarathi" else None,
                          chunk_size=256 if scheduler == "sarathi" else None)
     rng = np.random.default_rng(seed)
@@ -129,3 +131,24 @@ def test_a_request_that_can_never_fit_is_refused(fake_step_model):
         simulate(config, Workload(np.zeros(1), np.array([4000]), np.array([96])),
                  step_model=fake_step_model)
     assert err.value.field == "gpu_memory_utilization"
+
+
+def test_overlapped_engines_report_tokens_one_step_late(fake_step_model):
+    """host_overlap: step n's tokens reach the client when step n+1 ends; a lone request's
+    TTFT grows by its first decode step, its E2E not at all (the replica idles after its
+    last step, so that output goes out at once)."""
+    lone = Workload(np.array([0.0]), np.array([100]), np.array([3]), None)
+    plain = simulate(ServeConfig(**BASE), lone, step_model=fake_step_model)
+    lag = simulate(ServeConfig(**BASE, host_overlap=True), lone, step_model=fake_step_model)
+    first_decode_s = plain.itl_values_s[0]
+    assert lag.requests["ttft_s"][0] == pytest.approx(plain.requests["ttft_s"][0]
+                                                      + first_decode_s, rel=1e-12)
+    assert lag.requests["e2e_s"][0] == pytest.approx(plain.requests["e2e_s"][0], rel=1e-12)
+    # closed loop: the client sends its next request when it sees the completion
+    three = Workload(np.zeros(3), np.array([50, 50, 50]), np.array([2, 50, 2]), 2)
+    plain = simulate(ServeConfig(**BASE), three, step_model=fake_step_model).requests
+    lag = simulate(ServeConfig(**BASE, host_overlap=True), three,
+                   step_model=fake_step_model).requests
+    assert lag["arrival_s"][2] == lag["completion_s"][0] > plain["completion_s"][0]
+    assert plain["arrival_s"][2] == plain["completion_s"][0]
+

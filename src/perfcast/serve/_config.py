@@ -55,7 +55,8 @@ class ServeConfig(BaseModel):
     precision: Precision = Field(default_factory=Precision)
     host: str = "vllm-v0"
     host_overlap: bool = Field(default=False, description="the engine prepares the next step "
-                               "on the CPU while the GPU runs this one (step = max, not sum)")
+                               "on the CPU while the GPU runs this one (step = max, not sum; "
+                               "first tokens reach the client when the next step ends)")
     max_context: int | None = Field(default=None, ge=1, description="longest sequence")
     allreduce: Literal["custom", "nccl"] = Field(
         default="custom", description="TP all-reduce: the engines' one-shot custom kernel on "

@@ -64,7 +64,8 @@ class _Simulation:
                          for i in range(config.replicas)]
         self.logs = [StepLog(timeline) for _ in self.replicas]
         cost = StepCost(config, step_model or step_model_for(config))
-        self.stepper = Stepper(self.req, self.scheduler, cost, self.logs)
+        self.stepper = Stepper(self.req, self.scheduler, cost, self.logs,
+                               output_lag=config.host_overlap)
         self.queue = EventQueue()
         self.rng = np.random.default_rng(seed)
         self.next_rid = 0
@@ -133,6 +134,9 @@ class _Simulation:
         if not self.concurrency and self.next_rid < len(self.req):
             horizon = self.queue.peek_time_s()
         end = self.stepper.start(rep, t, horizon)
+        for _, seen_s in self.stepper.drain_reported():  # output_lag: completions seen now
+            if self.concurrency:
+                self._submit(seen_s)
         if end is None:
             if rep.waiting or rep.swapped:
                 raise RuntimeError(f"replica {rep.index} idle with queued requests")

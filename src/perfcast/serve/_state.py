@@ -59,6 +59,8 @@ class Replica:
         self.residues = [0] * kv.block_size
         self.ends: list[tuple[int, int]] = []  # heap of (D at last token, rid)
         self.pending_gaps: list[float] = []  # last-token times of members not yet decoded
+        self.unreported: list[int] = []  # first tokens the next step's overlap will report
+        self.unreported_done: list[tuple[int, float]] = []  # completions likewise
         self.last_decode_end_s = float("nan")
         # the step in flight
         self.busy = False

@@ -5,6 +5,11 @@ A stable decode-only plan runs as a *run* of k steps in one event: k stops at th
 member's last token, at the last step whose KV growth still fits, or at the first step
 ending at or after `horizon_s` (the next arrival), so the run is step-for-step what one
 event per step would give. An arrival routed to a replica mid-run truncates it (`cut`).
+
+With `output_lag` (engines whose CPU work for step n overlaps GPU step n+1: TensorRT-LLM's
+overlap scheduler, vLLM's async scheduling, SGLang's overlap mode), a step's sampled tokens
+reach the client only when the next step ends (first tokens and completions; a closed-loop
+client sends its next request then); when the replica goes idle after the step, at once.
 """
 
 from __future__ import annotations
@@ -38,14 +43,20 @@ class Step:
 class Stepper:
     """Starts and commits steps for every replica of one simulation."""
 
-    def __init__(self, req: Requests, scheduler: Scheduler, cost: StepCost, logs: list[StepLog]):
+    def __init__(self, req: Requests, scheduler: Scheduler, cost: StepCost, logs: list[StepLog],
+                 output_lag: bool = False):
         self.req, self.scheduler, self.cost, self.logs = req, scheduler, cost, logs
+        self.output_lag = output_lag
+        self.reported: list[tuple[int, float]] = []  # lagged completions, as the client saw
 
     # -- start ----------------------------------------------------------------------------
     def start(self, rep: Replica, now_s: float, horizon_s: float) -> float | None:
         """Plan the replica's next step(s); their end time, or None when it has no work."""
         plan = self.scheduler.schedule(rep, now_s)
-        if plan.empty:
+        if plan.empty:  # idle: the last step's outputs went out when it ended
+            rep.unreported.clear()
+            self.reported.extend(rep.unreported_done)
+            rep.unreported_done.clear()
             return None
         n = rep.n_decode if plan.decode else 0
         if plan.stable and n:
@@ -69,7 +80,25 @@ class Stepper:
             d = self.cost.step_s(pt, pc, dc) + plan.swap_s
             step = Step(plan, np.array([d]), np.array([now_s + d]), None, n)
         rep.step = step
+        if rep.unreported or rep.unreported_done:
+            self._report(rep, float(step.ends[0]))
         return float(step.ends[-1])
+
+    def _report(self, rep: Replica, at_s: float) -> None:
+        """Outputs of the previous step reach the client when this one ends (output_lag)."""
+        req = self.req
+        for rid in rep.unreported:
+            req.first_token_s[rid] = at_s
+        for rid, _ in rep.unreported_done:
+            req.completion_s[rid] = at_s
+            self.reported.append((rid, at_s))
+        rep.unreported.clear()
+        rep.unreported_done.clear()
+
+    def drain_reported(self) -> list[tuple[int, float]]:
+        """Completions the client has seen since the last call: (request id, time)."""
+        out, self.reported = self.reported, []
+        return out
 
     def _contexts(self, rep: Replica, ahead: int) -> tuple[int, ...]:
         base = rep.D + ahead + 1
@@ -129,7 +158,8 @@ class Stepper:
 
     # -- commit ---------------------------------------------------------------------------
     def finish(self, rep: Replica) -> list[tuple[int, float]]:
-        """Apply the step in flight; (request id, time) of the requests it completed."""
+        """Apply the step in flight; (request id, time) of the requests it completed (with
+        output_lag: none; `drain_reported` gives them once the client has seen them)."""
         step, req, kv = rep.step, self.req, rep.kv
         rep.step = None
         k, n, plan = step.k, step.n, step.plan
@@ -154,6 +184,8 @@ class Stepper:
             req.generated[rid] = gen
             if gen == 1:
                 req.first_token_s[rid] = end
+                if self.output_lag:
+                    rep.unreported.append(rid)
             else:  # a restarted request's next token
                 self.logs[rep.index].itl_single.append(end - req.last_token_s[rid])
             req.last_token_s[rid] = end
@@ -164,6 +196,9 @@ class Stepper:
                 self._release(rep, rid, c, end)
             else:
                 rep.join_decode(rid, c, req.output[rid] - gen, end)
+        if self.output_lag and done:  # the client learns of these when the next step ends
+            rep.unreported_done.extend(done)
+            return []
         return done
 
     def _decoded(self, rep: Replica, step: Step) -> None:

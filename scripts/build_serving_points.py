@@ -1,7 +1,14 @@
 """Derive the shipped end-to-end serving points (src/perfcast/validate/data/serving_points.csv)
 from AIConfigurator's measured silicon sample (shared/data/aiconfigurator/systems/
-silicon_sample_dev.csv): aggregated (not disaggregated) rows of dense models and GPUs that
-perfcast has in its catalogs, one row per measured point, TTFT/TPOT in seconds.
+silicon_sample_dev.csv): aggregated (not disaggregated) rows of models (dense, and MoE whose
+real HF config.json perfcast ships) and GPUs that perfcast has in its catalogs, one row per
+measured point, TTFT/TPOT in seconds.
+
+MoE rows keep their parallel layout: `dp` (attention_dp_size), `ep` (moe_ep_size), `moe_tp`
+(moe_tp_size); rows whose layout is not one node's (tp x dp != moe_tp x ep, or more than 8
+GPUs: tp_size 16/64 rows) are left out. `arch` says dense or moe. A checkpoint name maps to
+the catalog model of its architecture but keeps its own `model` label (deepseek-r1 rows are
+served with deepseek-v3's config, and reported apart from deepseek-v3's).
 
 Concurrency (requests the benchmark client keeps in flight) comes from `silicon_data_source`
 ('silicon_concurrency=N'), else the id's `_cNN_`, else `batch_size` (7 rows whose id reads
@@ -27,16 +34,36 @@ OUT = REPO / "src" / "perfcast" / "validate" / "data" / "serving_points.csv"
 SOURCE = "aiconfigurator/systems/silicon_sample_dev.csv"
 DEVICES = {"h100_sxm": "h100-sxm", "b200_sxm": "b200-sxm"}
 CHECKPOINTS = {"nvidia/Qwen3-32B-NVFP4": "Qwen/Qwen3-32B"}  # quantised copy -> base model
+# checkpoint -> (point label, catalog model of the same architecture)
+MOE_CHECKPOINTS = {"deepseek-ai/DeepSeek-V3": "deepseek-v3",
+                   "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+                   "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
+                   "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3.1",
+                   "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"}
+NODE_GPUS = 8  # every silicon_sample_dev row ran on one 8-GPU H100/B200 node
 PRECISIONS = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4"}
 
 
 def _catalog_model(hf_id: str) -> str | None:
-    """The dense catalog model behind an HF id, or None (not in the catalog, MoE or MLA)."""
+    """The point's model label: a dense catalog decoder behind an HF id, an MoE checkpoint of
+    MOE_CHECKPOINTS (checked to resolve to a catalog MoE model), else None."""
+    if hf_id in MOE_CHECKPOINTS:
+        assert get_model(MOE_CHECKPOINTS[hf_id]).moe is not None, hf_id
+        return MOE_CHECKPOINTS[hf_id]
     try:
         m = get_model(CHECKPOINTS.get(hf_id, hf_id))
     except InputError:
         return None
     return m.name if m.moe is None and m.mla is None and m.kind == "decoder" else None
+
+
+def _one_node_layout(df: pd.DataFrame) -> pd.Series:
+    """tp x attention_dp = moe_tp x moe_ep GPUs, at most one node (dense rows: always)."""
+    dp = df["attention_dp_size"].fillna(1)
+    gpus = df["tp_size"] * dp
+    moe = df["moe_ep_size"].notna() & df["moe_tp_size"].notna()
+    ok = (gpus == df["moe_tp_size"] * df["moe_ep_size"]) & (gpus <= NODE_GPUS)
+    return ~moe | ok
 
 
 def _concurrency(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -53,6 +80,8 @@ def derive(shared: Path) -> pd.DataFrame:
     df = raw[(raw["mode"] == "agg") & raw["system"].isin(DEVICES)].copy()
     df["model"] = df["model_path"].map(_catalog_model)
     df = df[df["model"].notna()].copy()
+    df["arch"] = np.where(df["model"].map(lambda m: get_model(m).moe is None), "dense", "moe")
+    df = df[(df["arch"] == "dense") | _one_node_layout(df)].copy()
     assert set(DEVICES.values()) <= set(device_names())
     prec = df["precision"].map(PRECISIONS)
     assert prec[df["precision"].notna()].notna().all(), "unmapped precision"
@@ -70,6 +99,11 @@ def derive(shared: Path) -> pd.DataFrame:
         "batch_size": df["batch_size"].astype(int),
         "tp": df["tp_size"].astype(int), "pp": df["pp_size"].astype(int),
         "dp": df["attention_dp_size"].fillna(1).astype(int),
+        "arch": df["arch"],
+        "ep": np.where(df["arch"] == "moe", df["moe_ep_size"].fillna(1), 1).astype(int),
+        "moe_tp": np.where(df["arch"] == "moe", df["moe_tp_size"].fillna(df["tp_size"]),
+                           df["tp_size"]).astype(int),
+        "moe_quant_mode": df["moe_quant_mode"].fillna(""),
         "ttft_s": df["silicon_ttft_ms"] / 1e3, "tpot_s": df["silicon_tpot_ms"] / 1e3,
         "silicon_data_source": df["silicon_data_source"], "source_file": SOURCE,
     })
@@ -86,8 +120,11 @@ def main() -> None:
     points = derive(Path(args.shared))
     points.to_csv(OUT, index=False, float_format="%.9g")
     print(f"wrote {OUT.relative_to(REPO)}: {len(points)} points, {OUT.stat().st_size} bytes")
-    print(points.groupby(["model", "device", "backend", "precision"]).agg(
-        n=("point_id", "size"), concurrency=("concurrency", lambda c: sorted(set(c)))))
+    print(points.groupby(["arch", "model", "device", "backend", "precision"]).agg(
+        n=("point_id", "size"), concurrency=("concurrency", lambda c: sorted(set(c))),
+        layouts=("tp", lambda t: sorted(set(zip(t, points.loc[t.index, "dp"],
+                                                 points.loc[t.index, "ep"], strict=True))))
+    ).to_string())
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Run from the repository root: `python scripts/fit_calibration.py`. Writes
 src/perfcast/kernels/data/calibration.json: family parameters and shared residuals fitted on
 every device's rows (capped per device x family x dtype, seed 0), plus each measured device's
-own corrections (its target-measured tier). Deterministic: same store, same file.
+own corrections (its target-measured tier). Deterministic: same store, same file. Fused MoE
+layers (AIConfigurator `moe`) are fitted as their own family (perfcast.kernels._moe); every
+other family's parameters come out as before, since each family is fitted on its own rows.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ PUBLIC = {
         "weight_bytes_per_gpu"},
     "perfcast.kernels": {
         "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNCERTAINTY_TIERS",
-        "UNMODELLED_FAMILIES", "Calibration", "family_uncertainty", "step_interval",
-        "thread_blocks",
+        "UNMODELLED_FAMILIES", "Calibration", "ExpertLoad", "expert_load", "family_uncertainty",
+        "step_interval", "thread_blocks",
         "EfficiencyModel", "ExecutionTimeModel", "PhysicsModel", "RooflineModel",
         "UnitEfficiency", "add_target_corrections", "fit_calibration", "measurement_ops",
         "peak_flops", "roofline_times", "shipped_calibration", "wave_quantization"},
@@ -52,8 +52,9 @@ PUBLIC = {
         "load_serving_points", "point_precision", "sample_serving_points", "serving_residuals",
         "validate_serving"},
     "perfcast.serve": {
-        "ARRIVALS", "LENGTHS", "ROUTERS", "SCHEDULERS", "MemoryPlan", "ServeConfig",
-        "ServeResult", "Workload", "make_workload", "plan_memory", "simulate", "step_model_for"},
+        "ARRIVALS", "LENGTHS", "ROUTERS", "SCHEDULERS", "DisaggResult", "MemoryPlan",
+        "ServeConfig", "ServeResult", "Workload", "make_workload", "plan_memory", "simulate",
+        "simulate_colocated", "simulate_disaggregated", "step_model_for"},
     "perfcast.cli": {"app", "main"},
 }
 

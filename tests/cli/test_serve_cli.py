@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from perfcast.cli import app
@@ -67,3 +68,67 @@ def test_custom_all_reduce_is_the_tp_default():
     assert tpot[0] < tpot[1]  # decode all-reduces are small: one-shot beats the ring
     bad = runner.invoke(app, [*base, "--allreduce", "ring"])
     assert bad.exit_code == 2 and "allreduce" in bad.stderr and "nccl" in bad.stderr
+
+
+def test_prefix_cache_flags_report_the_hit_ratio():
+    base = ["serve", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--qps", "2",
+            "--num-requests", "40", "--lengths", "uniform", "--prompt-tokens", "50,300",
+            "--output-tokens", "20,100", "--system-prompt-tokens", "1024", "--json"]
+    on = runner.invoke(app, [*base, "--prefix-cache"])
+    off = runner.invoke(app, base)
+    assert on.exit_code == 0 == off.exit_code, on.output + off.output
+    d_on, d_off = json.loads(on.stdout), json.loads(off.stdout)
+    assert 0.5 < d_on["prefix_hit_ratio"] < 1 and "prefix_hit_ratio" not in d_off
+    assert d_on["ttft_s"]["mean"] < d_off["ttft_s"]["mean"]
+    chat = runner.invoke(app, ["serve", "--qps", "1", "--num-requests", "6", "--turns", "3",
+                               "--think-s", "2", "--prefix-cache", "--scheduler", "vllm-v1",
+                               "--json"])
+    assert chat.exit_code == 0, chat.output
+    bad = runner.invoke(app, [*base, "--prefix-cache", "--scheduler", "orca"])
+    assert bad.exit_code == 2 and "prefix_caching" in bad.stderr
+
+
+def test_speculative_decoding_flags():
+    base = ["serve", "--model", "llama-2-13b", "--gpu", "a100-sxm4-80gb", "--qps", "1",
+            "--num-requests", "20", "--scheduler", "vllm-v1", "--json"]
+    spec = runner.invoke(app, [*base, "--spec-k", "4", "--spec-draft-model", "llama-2-7b",
+                               "--spec-acceptance", "0.9,0.8,0.7,0.6"])
+    plain = runner.invoke(app, base)
+    assert spec.exit_code == 0 == plain.exit_code, spec.output + plain.output
+    d, p = json.loads(spec.stdout), json.loads(plain.stdout)
+    expected = 1 + 0.9 + 0.9 * 0.8 + 0.9 * 0.8 * 0.7 + 0.9 * 0.8 * 0.7 * 0.6
+    assert d["spec_expected_tokens_per_step"] == pytest.approx(expected)
+    assert d["tpot_s"]["mean"] < p["tpot_s"]["mean"] and "spec_tokens_per_step" not in p
+    bad = runner.invoke(app, [*base, "--spec-k", "2", "--spec-acceptance", "1.2"])
+    assert bad.exit_code == 2 and "spec_acceptance" in bad.stderr
+
+
+def test_disaggregated_pools_from_the_cli(tmp_path):
+    out = tmp_path / "disagg.csv"
+    res = runner.invoke(app, ["serve", "--scheduler", "vllm-v1", "--qps", "2",
+                              "--num-requests", "20", "--disagg-prefill", "1x1",
+                              "--disagg-decode", "1x1", "--ttft-slo", "1", "--tpot-slo", "0.1",
+                              "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert {"ttft_s", "tpot_s", "e2e_s", "kv_transfer_s", "goodput_req_s", "prefill_pool",
+            "decode_pool"} <= set(d)
+    assert out.read_text().count("\n") == 21
+    bad = runner.invoke(app, ["serve", "--qps", "1", "--disagg-prefill", "2",
+                              "--disagg-decode", "1x1"])
+    assert bad.exit_code == 2 and "disagg_prefill" in bad.stderr
+
+
+def test_colocated_models_beside_their_dedicated_runs():
+    res = runner.invoke(app, ["serve", "--model", "llama-2-7b", "--gpu", "h100-sxm",
+                              "--scheduler", "vllm-v1", "--qps", "1", "--num-requests", "20",
+                              "--colocate", "mistral-7b", "--colocate-sharing", "mps", "--json"])
+    assert res.exit_code == 0, res.output
+    models = json.loads(res.stdout)["models"]
+    assert [m["model"] for m in models] == ["llama-2-7b", "mistral-7b"]
+    for m in models:
+        assert m["tpot_s"]["mean"] > m["dedicated"]["tpot_s"]["mean"]
+        assert m["kv_blocks"] < m["dedicated"]["kv_blocks"]
+    bad = runner.invoke(app, ["serve", "--qps", "1", "--colocate", "mistral-7b",
+                              "--colocate-sharing", "mig"])
+    assert bad.exit_code == 2 and "sharing" in bad.stderr

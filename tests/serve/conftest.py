@@ -1,6 +1,7 @@
 """Shared deployments for the serve tests: one real step model (priced lazily, shared so its
 grid is priced once per session) and a cheap linear test double for property tests."""
 
+import numpy as np
 import pytest
 
 from perfcast.serve import ServeConfig, step_model_for
@@ -29,3 +30,24 @@ def real_step_model():
 @pytest.fixture(scope="session")
 def fake_step_model():
     return LinearStepModel()
+
+
+def _invariants(result, workload):
+    """Every request completes exactly once, tokens are conserved, time runs forward,
+    KV never exceeds capacity."""
+    r = result.requests
+    assert len(r) == len(workload) and r["id"].is_unique
+    assert np.isfinite(r["completion_s"]).all(), "every request completes"
+    assert (r["generated_tokens"] == r["output_tokens"]).all(), "tokens conserved"
+    assert r["generated_tokens"].sum() == int(np.sum(workload.output_tokens))
+    assert (r["first_token_s"] >= r["arrival_s"]).all()
+    assert (r["ttft_s"] <= r["e2e_s"] + 1e-12).all()
+    assert (r["queueing_delay_s"] >= 0).all()
+    assert (result.replicas["kv_peak_blocks"] <= result.kv_blocks).all()
+    one = r["output_tokens"] == 1
+    assert (r.loc[one, "first_token_s"] == r.loc[one, "completion_s"]).all()
+
+
+@pytest.fixture(scope="session")
+def check_invariants():
+    return _invariants

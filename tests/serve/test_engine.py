@@ -13,20 +13,6 @@ BASE = {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb"}
 SCHEDULERS = ["vllm-v0", "vllm-v1", "sarathi", "orca", "static"]
 
 
-def check_invariants(result, workload):
-    r = result.requests
-    assert len(r) == len(workload) and r["id"].is_unique
-    assert np.isfinite(r["completion_s"]).all(), "every request completes"
-    assert (r["generated_tokens"] == r["output_tokens"]).all(), "tokens conserved"
-    assert r["generated_tokens"].sum() == int(np.sum(workload.output_tokens))
-    assert (r["first_token_s"] >= r["arrival_s"]).all()
-    assert (r["ttft_s"] <= r["e2e_s"] + 1e-12).all()
-    assert (r["queueing_delay_s"] >= 0).all()
-    assert (result.replicas["kv_peak_blocks"] <= result.kv_blocks).all()
-    one = r["output_tokens"] == 1
-    assert (r.loc[one, "first_token_s"] == r.loc[one, "completion_s"]).all()
-
-
 def small_workload(n=40, qps=20.0, seed=0, prompt=(16, 600), output=(1, 200)):
     return make_workload(n, qps=qps, lengths="uniform", prompt_tokens=prompt,
                          output_tokens=output, seed=seed)
@@ -39,7 +25,8 @@ def small_workload(n=40, qps=20.0, seed=0, prompt=(16, 600), output=(1, 200)):
        util=st.sampled_from([0.9, 0.25, 0.2]), n=st.integers(1, 30),
        qps=st.floats(0.5, 500.0), closed=st.sampled_from([None, 1, 4]),
        seed=st.integers(0, 10_000), overlap=st.booleans())
-def test_invariants_hold_on_random_deployments(fake_step_model, scheduler, replicas, router,
+def test_invariants_hold_on_random_deployments(fake_step_model, check_invariants, scheduler,
+                                               replicas, router,
                                                preemption, block, util, n, qps, closed, seed,
                                                overlap):
     config = ServeConfig(**BASE, scheduler=scheduler, replicas=replicas, router=router,
@@ -61,7 +48,8 @@ def test_invariants_hold_on_random_deployments(fake_step_model, scheduler, repli
 
 @pytest.mark.parametrize("scheduler", ["vllm-v0", "vllm-v1", "sarathi"])
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
-def test_overload_and_memory_exhaustion_finish_with_preemptions(fake_step_model, scheduler,
+def test_overload_and_memory_exhaustion_finish_with_preemptions(fake_step_model,
+                                                                check_invariants, scheduler,
                                                                 preemption):
     # 0.25 x 80 GB leaves ~650 blocks (~10k tokens): a few long requests exhaust them
     config = ServeConfig(**BASE, scheduler=scheduler, preemption=preemption,

@@ -9,7 +9,7 @@ import pytest
 
 from perfcast.errors import InputError
 from perfcast.kernels import RooflineModel
-from perfcast.specs import DType, device_names, model_names
+from perfcast.specs import DType, device_names, get_model, model_names
 from perfcast.validate._serving import (
     analytic_point,
     load_serving_points,
@@ -32,33 +32,27 @@ def _measured(p):
     return float(p["ttft_s"]), float(p["tpot_s"])
 
 
-def test_shipped_points_are_catalogued_dense_aggregated(points):
-    assert len(points) == 844 and points["point_id"].is_unique
-    assert set(points["model"]) == {"llama-3.1-8b", "llama-3.1-70b", "qwen3-32b"}
-    assert set(points["model"]) <= set(model_names())
+def test_shipped_points_are_catalogued_aggregated(points):
+    assert len(points) == 1348 and points["point_id"].is_unique
+    dense, moe = points[points["arch"] == "dense"], points[points["arch"] == "moe"]
+    assert len(dense) == 844 and len(moe) == 504
+    assert set(dense["model"]) == {"llama-3.1-8b", "llama-3.1-70b", "qwen3-32b"}
+    assert set(moe["model"]) == {"deepseek-r1", "deepseek-v3", "deepseek-v3.1",
+                                 "qwen3-235b-a22b"}
+    assert all(get_model(m).moe is not None for m in set(moe["model"]))
+    assert set(dense["model"]) <= set(model_names())
     assert set(points["device"]) == {"h100-sxm", "b200-sxm"} <= set(device_names())
     assert set(points["backend"]) == {"trtllm", "vllm", "sglang"}
     assert {DType(p) for p in points["precision"]} == {DType.BF16, DType.FP8, DType.FP4}
     assert set(points["precision_source"]) == {"csv", "assumed-bf16"}
-    assert (points[["isl", "osl", "concurrency", "tp", "pp", "dp"]] >= 1).all().all()
-    assert (points["pp"] == 1).all() and (points["dp"] == 1).all()
+    assert (points[["isl", "osl", "concurrency", "tp", "pp", "dp", "ep", "moe_tp"]] >= 1
+            ).all().all()
+    assert (points["pp"] == 1).all() and (dense[["dp", "ep"]] == 1).all().all()
+    # one 8-GPU node: attention tp x dp = expert moe_tp x ep
+    assert (moe["tp"] * moe["dp"] == moe["moe_tp"] * moe["ep"]).all()
+    assert (moe["tp"] * moe["dp"] <= 8).all()
     assert (points["ttft_s"] > 0).all() and (points["tpot_s"] > 0).all()
     assert points["source_file"].eq("aiconfigurator/systems/silicon_sample_dev.csv").all()
-
-
-def test_points_per_deployment(points):
-    n = points.groupby(["model", "device", "backend", "precision"]).size().to_dict()
-    assert n == {("llama-3.1-70b", "b200-sxm", "trtllm", "fp4"): 72,
-                 ("llama-3.1-70b", "b200-sxm", "trtllm", "fp8"): 72,
-                 ("llama-3.1-70b", "b200-sxm", "vllm", "fp4"): 60,
-                 ("llama-3.1-70b", "b200-sxm", "vllm", "fp8"): 60,
-                 ("llama-3.1-70b", "h100-sxm", "vllm", "fp8"): 45,
-                 ("llama-3.1-8b", "h100-sxm", "trtllm", "bf16"): 177,
-                 ("qwen3-32b", "b200-sxm", "trtllm", "fp4"): 1,
-                 ("qwen3-32b", "h100-sxm", "sglang", "bf16"): 84,
-                 ("qwen3-32b", "h100-sxm", "trtllm", "fp8"): 180,
-                 ("qwen3-32b", "h100-sxm", "vllm", "bf16"): 90,
-                 ("qwen3-32b", "h100-sxm", "vllm", "fp8"): 3}
 
 
 @pytest.mark.skipif(not (SHARED / "aiconfigurator").is_dir(), reason="shared data not here")
@@ -138,7 +132,8 @@ def test_analytic_roofline_is_a_lower_bound_on_ttft(points):
     """With no queueing and every kernel at its roof, TTFT can only be under-forecast; TPOT
     grows with the decode batch. (Both checked on a slice: one deployment per model.)"""
     roof = RooflineModel()
-    sub = points.groupby(["model", "device", "precision"]).head(12)
+    dense = points[points["arch"] == "dense"]  # kept fast; MoE: test_serving_moe_accuracy
+    sub = dense.groupby(["model", "device", "precision"]).head(12)
     res = serving_residuals(lambda p: analytic_point(p, roof), sub)
     ttft = res[res["metric"] == "ttft"]
     assert (ttft["forecast_s"] <= ttft["measured_s"]).all()
@@ -155,3 +150,18 @@ def test_analytic_default_is_deterministic_and_named(points):
     pd.testing.assert_frame_equal(a, b)
     assert set(a["method"]) == {"sum_of_kernels"}
     assert (a["mape"] > 0).all() and (a["n"] > 0).all()
+
+
+def test_moe_points_replay_their_layout(points):
+    """An attention-DP point runs dp replicas of tp GPUs sharing one EP group."""
+    from perfcast.validate._serving import point_plan
+    from perfcast.validate._serving_sim import _config
+
+    moe = points[(points["arch"] == "moe") & (points["dp"] > 1)].iloc[0]
+    plan = point_plan(moe)
+    assert (plan.tp, plan.dp, plan.ep) == (moe["tp"], moe["dp"], moe["ep"])
+    assert plan.moe_tp == moe["moe_tp"]
+    config = _config(moe, 8)
+    assert (config.replicas, config.attention_dp, config.ep) == (moe["dp"], moe["dp"], moe["ep"])
+    dense = points[points["arch"] == "dense"].iloc[0]
+    assert (point_plan(dense).dp, point_plan(dense).ep) == (1, 1)

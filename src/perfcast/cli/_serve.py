@@ -14,7 +14,14 @@ from perfcast import __version__
 from perfcast.cli._common import emit_json, guarded
 from perfcast.cli._infer import _precision
 from perfcast.errors import InputError
-from perfcast.serve import ServeConfig, make_workload, simulate
+from perfcast.serve import (
+    ServeConfig,
+    make_workload,
+    simulate,
+    simulate_colocated,
+    simulate_disaggregated,
+)
+from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 
 console = Console()
 
@@ -94,6 +101,39 @@ def serve(
     host_overlap: Annotated[bool, typer.Option(
         help="The engine schedules on the CPU while the GPU runs (SGLang/TRT-LLM overlap "
              "scheduler, vLLM async scheduling).")] = False,
+    prefix_cache: Annotated[bool, typer.Option(
+        help="Automatic prefix caching: reuse cached KV blocks of shared prompt content.")
+                            ] = False,
+    system_prompt_tokens: Annotated[int | None, typer.Option(
+        help="Prepend a shared system prompt of this many tokens to every prompt.")] = None,
+    prompt_groups: Annotated[int, typer.Option(
+        help="Distinct system prompts (each request gets one at random).")] = 1,
+    turns: Annotated[int | None, typer.Option(
+        help="Chats of this many turns: each turn's prompt is the conversation so far plus "
+             "a new message drawn from --prompt-tokens; --qps is then chats per second.")
+                     ] = None,
+    think_s: Annotated[float, typer.Option(
+        help="Seconds a user takes to send the next turn after seeing the answer.")] = 0.0,
+    spec_k: Annotated[int, typer.Option(
+        help="Speculative decoding: draft tokens proposed per step (0: off).")] = 0,
+    spec_draft_model: Annotated[str | None, typer.Option(
+        help="Draft model (catalog name); omitted: draft-free (n-gram/self-speculation).")
+                                ] = None,
+    spec_acceptance: Annotated[str, typer.Option(
+        help="Per-token acceptance rate, or one per draft position (A1,A2,...).")] = "0.7",
+    spec_draft_gpu: Annotated[str, typer.Option(
+        help="shared (draft on the target's GPUs) or separate.")] = "shared",
+    disagg_prefill: Annotated[str | None, typer.Option(
+        help="Disaggregated serving: the prefill pool as REPLICASxTP (e.g. 2x4); needs "
+             "--disagg-decode.")] = None,
+    disagg_decode: Annotated[str | None, typer.Option(
+        help="The decode pool as REPLICASxTP (same model, GPU and scheduler).")] = None,
+    colocate: Annotated[list[str] | None, typer.Option(
+        help="Serve these models too, on the same GPUs, each with its own stream drawn like "
+             "the first (seeds seed+1, ...); memory split evenly.")] = None,
+    colocate_sharing: Annotated[str, typer.Option(
+        help="time-slice (one model's step at a time) or mps (fixed equal partitions).")
+                                ] = "time-slice",
     ttft_slo: Annotated[float | None, typer.Option(help="TTFT SLO (s) for goodput.")] = None,
     tpot_slo: Annotated[float | None, typer.Option(help="TPOT SLO (s) for goodput.")] = None,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
@@ -102,6 +142,14 @@ def serve(
     trace_out: Annotated[Path | None, typer.Option(help="Perfetto/Chrome-trace JSON file.")
                          ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree of MoE layers (must divide "
+                                    "tp x attention-dp).")] = 1,
+    attention_dp: Annotated[int, typer.Option(
+        help="Attention data-parallel ranks sharing one EP group (DeepSeek-style); each is a "
+             "replica, so --replicas must be a multiple.")] = 1,
+    expert_skew: Annotated[float, typer.Option(
+        help="Most loaded EP rank's routed tokens / the mean (1 = balanced).")
+                           ] = DEFAULT_EXPERT_SKEW,
 ) -> None:
     """TTFT, TPOT, E2E (mean/P50/P90/P99), throughput, goodput, preemptions and KV use."""
     _outputs(out, trace_out)
@@ -116,14 +164,34 @@ def serve(
         scheduler=scheduler, router=router, max_batch=max_batch,
         max_batch_tokens=max_batch_tokens, chunk_size=chunk_size, block_size=block_size,
         preemption=preemption, gpu_memory_utilization=gpu_memory_utilization,
-        host_overlap=host_overlap, allreduce=allreduce,
+        host_overlap=host_overlap, allreduce=allreduce, prefix_caching=prefix_cache,
+        spec_k=spec_k, spec_draft_model=spec_draft_model, spec_draft_gpu=spec_draft_gpu,
+        spec_acceptance=_rates(spec_acceptance), ep=ep, attention_dp=attention_dp,
+        expert_skew=expert_skew,
         precision=_precision(dtype, kv_dtype, weight_dtype, activation_quant))
     defaults = {"fixed": (512, 128)}.get(lengths, (None, None))
-    workload = make_workload(
-        num_requests, arrival=arrival, qps=qps, cv=cv, concurrency=concurrency,
-        lengths=lengths, prompt_tokens=_pair(prompt_tokens, "prompt_tokens") or defaults[0],
-        output_tokens=_pair(output_tokens, "output_tokens") or defaults[1], trace=trace,
-        csv=csv, seed=seed)
+
+    def make(seed: int):
+        return make_workload(
+            num_requests, arrival=arrival, qps=qps, cv=cv, concurrency=concurrency,
+            lengths=lengths, prompt_tokens=_pair(prompt_tokens, "prompt_tokens") or defaults[0],
+            output_tokens=_pair(output_tokens, "output_tokens") or defaults[1], trace=trace,
+            csv=csv, system_prompt_tokens=system_prompt_tokens, prompt_groups=prompt_groups,
+            turns=turns, think_s=think_s, seed=seed)
+
+    workload = make(seed)
+    if colocate:
+        summary = _colocated(config, colocate, colocate_sharing, make, seed,
+                             (ttft_slo, tpot_slo))
+        emit_json({"perfcast_version": __version__, **summary}) if json_out else \
+            console.print_json(json.dumps(summary))
+        return
+    if disagg_prefill is not None or disagg_decode is not None:
+        summary = _disaggregated(config, workload, disagg_prefill, disagg_decode, seed,
+                                 (ttft_slo, tpot_slo), out, trace_out)
+        emit_json({"perfcast_version": __version__, **summary}) if json_out else \
+            console.print_json(json.dumps(summary))
+        return
     result = simulate(config, workload, seed=seed, timeline=trace_out is not None)
     summary = result.summary(ttft_slo, tpot_slo)
     if out is not None:
@@ -134,11 +202,63 @@ def serve(
               "gpu": gpu_name, "cluster": cluster, "tp": tp, "pp": pp, "replicas": replicas,
               "scheduler": scheduler, "router": router, "arrival": arrival, "qps": qps,
               "concurrency": concurrency, "num_requests": num_requests, "lengths": lengths,
-              "seed": seed}
+              "seed": seed, "prefix_cache": prefix_cache,
+              "system_prompt_tokens": system_prompt_tokens, "turns": turns,
+              "ep": ep, "attention_dp": attention_dp, "expert_skew": expert_skew}
     if json_out:
         emit_json({"perfcast_version": __version__, "inputs": inputs, **summary})
     else:
         _print(summary, inputs)
+
+
+def _colocated(config: ServeConfig, others: list[str], sharing: str, make, seed: int,
+               slos: tuple) -> dict:
+    """The first model and `others` on the same GPUs, each beside its dedicated run."""
+    configs = [config] + [ServeConfig(**(config.model_dump() | {"model": m})) for m in others]
+    loads = [make(seed + i) for i in range(len(configs))]
+    results = simulate_colocated(configs, loads, sharing=sharing, seed=seed)
+    models = []
+    for c, w, r in zip(configs, loads, results, strict=True):
+        alone = simulate(c, w, seed=seed).summary(*slos)
+        models.append({"model": c.model_spec.name, **r.summary(*slos),
+                       "dedicated": {k: alone[k] for k in ("ttft_s", "tpot_s", "e2e_s",
+                                                           "throughput_req_s", "kv_blocks")}})
+    return {"inputs": {"sharing": sharing, "models": [m["model"] for m in models]},
+            "models": models}
+
+
+def _pool(text: str | None, field: str) -> tuple[int, int]:
+    """'2x4' -> (replicas 2, tp 4)."""
+    parts = (text or "").lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise InputError(field, f"expected REPLICASxTP such as 2x4, got {text!r}", "e.g. 2x4")
+    return int(parts[0]), int(parts[1])
+
+
+def _disaggregated(config: ServeConfig, workload, prefill: str | None, decode: str | None,
+                   seed: int, slos: tuple, out: Path | None, trace_out: Path | None) -> dict:
+    """Prefill and decode pools built from `config` (model, GPU, scheduler, ...)."""
+    if trace_out is not None:
+        raise InputError("trace_out", "is not available for disaggregated runs yet", "omit it")
+    pools = []
+    for text, field in ((prefill, "disagg_prefill"), (decode, "disagg_decode")):
+        replicas, tp = _pool(text, field)
+        pools.append(ServeConfig(**(config.model_dump() | {"replicas": replicas, "tp": tp})))
+    result = simulate_disaggregated(pools[0], pools[1], workload, seed=seed)
+    if out is not None:
+        write = result.requests.to_csv if out.suffix == ".csv" else result.requests.to_parquet
+        write(out, index=False)
+    return {"inputs": {"disagg_prefill": prefill, "disagg_decode": decode, "seed": seed},
+            **result.summary(*slos)}
+
+
+def _rates(text: str) -> float | tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError("spec_acceptance", f"not a rate or comma-separated rates: {text!r}",
+                         "e.g. 0.7 or 0.9,0.8,0.6") from None
+    return values[0] if len(values) == 1 else values
 
 
 def _print(s: dict, inputs: dict) -> None:
@@ -158,4 +278,9 @@ def _print(s: dict, inputs: dict) -> None:
              f"fragmentation {s['kv_fragmentation_mean']:.1%}"]
     if "goodput_req_s" in s:
         lines.append(f"goodput {s['goodput_req_s']:.2f} req/s under the SLOs")
+    if "spec_tokens_per_step" in s:
+        lines.append(f"speculative decoding: {s['spec_tokens_per_step']:.2f} tokens per step "
+                     f"(expected {s['spec_expected_tokens_per_step']:.2f})")
+    if "prefix_hit_ratio" in s:
+        lines.append(f"prefix cache hit ratio {s['prefix_hit_ratio']:.1%} of prompt tokens")
     console.print("\n".join(lines))

@@ -17,6 +17,7 @@ from perfcast.validate import TARGETS, summarise, validate_kernels
 validate_app = typer.Typer(help="Accuracy against real measurements.", no_args_is_help=True)
 console = Console(stderr=True)
 SPLITS = ["generation", "neusight", "loo:aiconfigurator", "loo:neusight", "loo:vidur"]
+BY_CHOICES = ("family", "dtype")
 
 
 def _table(rows, title: str) -> Table:
@@ -47,17 +48,29 @@ def _md_table(frame) -> str:
     return "\n".join(lines)
 
 
-def _markdown(rows, summary) -> str:
+def _wide(rows):
     wide = rows.pivot_table(index=["split", "device", "group", "n"], columns="method",
                             values=["mape", "p90_ape"])
     wide.columns = [f"{method} {stat}" for stat, method in wide.columns]
-    wide = wide.reset_index()
+    return wide.reset_index()
+
+
+def _markdown(rows, summary) -> str:
+    sub = rows["group"].str.contains("/", regex=False)
     lines = ["# perfcast validate kernels", "",
              f"Targets: cross-generation median MAPE over families <= "
              f"{TARGETS['cross_generation_median_mape']:.0%} (splits generation, neusight); "
              f"target-measured <= {TARGETS['target_measured_mape']:.0%}.", "",
-             "## Summary", "", _md_table(summary), "",
-             "## MAPE and P90 APE per device and family", "", _md_table(wide), ""]
+             "## Summary", "", "Median and pooled over kernel families (moe included; "
+             "sub-groups left out, their rows are in their family).", "",
+             _md_table(summary), "",
+             "## MAPE and P90 APE per device and family", "", _md_table(_wide(rows[~sub])), ""]
+    if sub.any():
+        lines += ["## Sub-groups: MLA, quantised dtypes, MoE routing", "",
+                  "`<family>/mla`: DeepSeek MLA attention; `<family>/<scheme>`: fp8, fp8_block, "
+                  "fp4 (NVFP4), w-int4 / w-int8 (weight-only), int8 (SmoothQuant), `/kv-fp8` "
+                  "(FP8 KV cache), `moe/<act>-w-<weights>` (mixed MoE), `moe/<distribution>` "
+                  "(routing skew).", "", _md_table(_wide(rows[sub])), ""]
     return "\n".join(lines)
 
 
@@ -74,10 +87,16 @@ def kernels(
     out: Annotated[Path | None, typer.Option(help="Directory for kernels.md / kernels.csv.")
                    ] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    by: Annotated[str, typer.Option(help="Groups: family (plus attn_*/mla), or dtype: also "
+                                         "<family>/<dtype scheme> (gemm/fp8, gemm/w-int4, "
+                                         "attn_decode/bf16/kv-fp8, ...) and "
+                                         "moe/<routing distribution>.")] = "family",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured."""
     chosen = split or ["generation", "neusight"]
+    if by not in BY_CHOICES:
+        raise InputError("by", f"unknown grouping {by!r}", list(BY_CHOICES))
     for name in chosen:
         if name not in SPLITS:
             raise InputError("split", f"unknown split {name!r}", SPLITS)
@@ -89,7 +108,7 @@ def kernels(
     train = train_rows or (400 if quick else 2000)
     test = test_rows or (300 if quick else None)
     rows = validate_kernels(load_store(), chosen, train_per_group=train, test_per_group=test,
-                            seed=seed,
+                            seed=seed, by=by,
                             progress=lambda msg: console.print(f"[dim]fit/test {msg}[/dim]"))
     summary = summarise(rows)
     if out is not None:
@@ -195,6 +214,10 @@ def serving_cmd(
     points_per_group: Annotated[int | None, typer.Option(
         help="Sample this many points per model x device x backend x precision.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the per-group sample.")] = 0,
+    arch: Annotated[str, typer.Option(help="dense, moe or all points.")] = "all",
+    exclude_seed: Annotated[int | None, typer.Option(
+        help="Leave out the points the sample of this seed picks (a held-out check of "
+             "choices made while looking at that sample).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for serving.md / serving.csv.")
                    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
@@ -217,9 +240,21 @@ def serving_cmd(
         raise InputError("points_per_group", f"must be >= 1, got {points_per_group}", ">= 1")
     if out is not None and out.exists() and not out.is_dir():
         raise InputError("out", f"{out} exists and is not a directory", "a directory path")
-    if seed < 0:
-        raise InputError("seed", f"must be >= 0, got {seed}", ">= 0")
-    points = sample_serving_points(load_serving_points(), points_per_group, seed)
+    for name, value in (("seed", seed), ("exclude_seed", exclude_seed)):
+        if value is not None and value < 0:
+            raise InputError(name, f"must be >= 0, got {value}", ">= 0")
+    points = load_serving_points()
+    if arch not in ("dense", "moe", "all"):
+        raise InputError("arch", f"unknown {arch!r}", ("dense", "moe", "all"))
+    if arch != "all":
+        points = points[points["arch"] == arch]
+    if exclude_seed is not None:
+        if points_per_group is None:
+            raise InputError("exclude_seed", "needs --points-per-group (the sample to leave "
+                             "out)", "with --points-per-group")
+        seen = sample_serving_points(points, points_per_group, exclude_seed)["point_id"]
+        points = points[~points["point_id"].isin(seen)]
+    points = sample_serving_points(points, points_per_group, seed)
     rows = pd.concat([validate_serving(_serving_callable(m), points, method=m)
                       for m in methods], ignore_index=True)
     if out is not None:
@@ -229,7 +264,10 @@ def serving_cmd(
             "# perfcast validate serving", "",
             f"Targets: median APE TTFT <= {SERVING_TARGETS['ttft']:.0%}, TPOT <= "
             f"{SERVING_TARGETS['tpot']:.0%}. Points: AIConfigurator silicon_sample_dev "
-            f"(validate/data/README.md), {len(points)} of them (sample seed {seed}).", "",
+            f"(validate/data/README.md), {len(points)} of them (sample seed {seed}"
+            + ("" if exclude_seed is None else f", without seed {exclude_seed}'s points")
+            + ("" if arch == "all" else f", {arch} models only")
+            + ").", "",
             _md_table(rows), ""]))
     if json_out:
         emit_json({"rows": rows.to_dict("records"), "targets": SERVING_TARGETS})

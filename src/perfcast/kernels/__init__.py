@@ -12,6 +12,7 @@ from perfcast.kernels._calibration import (
     measurement_ops,
     shipped_calibration,
 )
+from perfcast.kernels._moe import ExpertLoad, expert_load
 from perfcast.kernels._roofline import (
     EfficiencyModel,
     ExecutionTimeModel,
@@ -26,7 +27,8 @@ from perfcast.kernels._uncertainty import UNCERTAINTY_TIERS, family_uncertainty,
 
 __all__ = [
     "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNCERTAINTY_TIERS",
-    "UNMODELLED_FAMILIES", "Calibration", "family_uncertainty", "step_interval", "EfficiencyModel",
+    "UNMODELLED_FAMILIES", "Calibration", "ExpertLoad", "expert_load", "family_uncertainty",
+    "step_interval", "EfficiencyModel",
     "ExecutionTimeModel", "PhysicsModel", "RooflineModel", "UnitEfficiency",
     "add_target_corrections", "fit_calibration", "measurement_ops", "peak_flops",
     "roofline_times", "shipped_calibration", "thread_blocks", "wave_quantization",

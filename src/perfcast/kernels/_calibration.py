@@ -40,18 +40,18 @@ SCHEMA_VERSION = 1
 TARGET_PRIOR_WEIGHT = 0.01  # pull of a device refit toward the shared parameters
 CROSS_GENERATION = "cross_generation"
 TARGET_MEASURED = "target_measured"
-# Fused MoE layers (AIConfigurator `moe`) are stored but not fitted: perfcast prices experts
-# as grouped GEMMs through the gemm family, so a `moe` fit would never be used.
-UNMODELLED_FAMILIES = frozenset({"moe"})
+# Stored families that are not fitted (none today: fused MoE layers, AIConfigurator `moe`,
+# are fitted as their own family, see perfcast.kernels._moe).
+UNMODELLED_FAMILIES: frozenset[str] = frozenset()
 # Op families without measurements of their own borrow a measured family's parameters.
 FALLBACK = {"kv_write": "elementwise", "rope": "elementwise", "embedding": "elementwise",
             "sampling": "softmax", "moe": "gemm", "conv": "gemm"}
 # The measured kernel a forecast row of each family stands for when its op name was never
-# measured (TensorRT-LLM GEMM/attention, Vidur's fused serving kernels).
+# measured (TensorRT-LLM GEMM/attention/fused MoE, Vidur's fused serving kernels).
 DEFAULT_OP = {"gemm": "gemm", "attn_prefill": "attn", "attn_decode": "attn",
               "norm": "input_layernorm", "activation": "mlp_act", "elementwise": "add",
               "rope": "attn_rope", "embedding": "emb", "softmax": "softmax",
-              "kv_write": "add", "sampling": "softmax"}
+              "kv_write": "add", "sampling": "softmax", "moe": "moe_torch_flow_cutlass"}
 
 
 @dataclass

@@ -18,6 +18,9 @@ kernels' share of t_fixed: its fixed cost is its 16-bit variant's (same GEMM lau
 prologue), while its shape residuals stay those measured for its own dtype.
 η_c, η_m ≤ 1, t_fixed ≥ 0 and the smooth max is ≥ max(T_c, T_m), so a forecast never beats
 the roofline.
+Fused MoE rows (family `moe`) take T_c, the bytes and the thread blocks from the expert loads of
+the measured EP rank under their routing skew (perfcast.kernels._moe); t_fixed is then the
+routing/permute/finalize cost of the MoE kernel variant.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from perfcast.kernels._moe import MOE_FAMILY, moe_terms
 from perfcast.kernels._roofline import peak_flops, thread_blocks, wave_quantization
 from perfcast.ops import FUSED_QUANT
 from perfcast.specs import Device, bytes_per_element
@@ -149,16 +153,41 @@ def prepare(ops: pd.DataFrame, device: Device, timing: np.ndarray) -> Prepared:
     if fused.any():
         fixed_variant[fused] = [v.rsplit("/", 1)[0] + "/bf16" for v in variant[fused]]
         fixed_class[fused] = "16bit"
+    blocks = _block_terms(ops, device)
+    moe = (ops["family"] == MOE_FAMILY).to_numpy() & (device.kind != "cpu")
+    if moe.any():
+        t_compute, traffic = t_compute.copy(), traffic.copy()
+        width = _moe_overrides(ops, device, moe, t_compute, traffic, blocks)
+    regime = regime_coords(ops, device, t_compute, traffic / device.memory_bandwidth_bps(traffic))
+    if moe.any():  # occupancy from the expert tiles launched; depth: the expert's width
+        regime[moe, 2] = np.log2(blocks["blocks_per_sm"][moe])
+        regime[moe, 3] = np.log2(np.maximum(width, 1.0))
     return Prepared(
         t_compute=t_compute,
         t_memory=traffic / device.memory_bandwidth_bps(traffic), t_quant=t_quant,
-        **_block_terms(ops, device),
+        **blocks,
         log_flops_per_w=np.nan_to_num(feats["log_flops_per_w"], nan=0.0),
         log_bw_tbps=feats["log_bw_tbps"], simt=dtypes == "fp32",
         dtype_class=dtype_class, variant=variant, fixed_variant=fixed_variant,
         fixed_class=fixed_class, timing=np.asarray(timing, dtype=object),
-        regime=regime_coords(ops, device, t_compute,
-                             traffic / device.memory_bandwidth_bps(traffic)))
+        regime=regime)
+
+
+def _moe_overrides(ops: pd.DataFrame, device: Device, moe: np.ndarray, t_compute: np.ndarray,
+                   traffic: np.ndarray, blocks: dict[str, np.ndarray]) -> np.ndarray:
+    """MoE rows: compute, bytes and thread blocks of the measured EP rank's expert loads
+    (perfcast.kernels._moe), on the matrix units of the row's dtype. Returns each MoE row's
+    expert width (intermediate size per GPU)."""
+    part = ops[moe]
+    peak = peak_flops(part.assign(family="gemm"), device)
+    terms = moe_terms(part, device, peak)
+    t_compute[moe] = terms["t_compute"]
+    traffic[moe] = terms["bytes"]
+    blocks["blocks_per_sm"] = blocks["blocks_per_sm"].copy()
+    blocks["block_waves"] = blocks["block_waves"].copy()
+    blocks["blocks_per_sm"][moe] = terms["blocks"] / device.sm_count
+    blocks["block_waves"][moe] = np.ceil(terms["blocks"] / device.sm_count)
+    return terms["expert_width"]
 
 
 def regime_coords(ops: pd.DataFrame, device: Device, t_compute: np.ndarray,
@@ -183,9 +212,18 @@ def variants(ops: pd.DataFrame) -> np.ndarray:
     and the math dtype."""
     codes, uniques = _pair_codes(ops["op"].to_numpy(dtype=object),
                                  ops["dtype"].to_numpy(dtype=object))
-    names = np.array([f"{str(op).split(':', 1)[0]}/{dtype}" for op, dtype in uniques],
+    names = np.array([f"{_kernel_name(str(op))}/{dtype}" for op, dtype in uniques],
                      dtype=object)
     return names[codes] if len(codes) else np.zeros(0, dtype=object)
+
+
+def _kernel_name(op: str) -> str:
+    """The op name before its ':' configuration, keeping '/w…', '/kv…' kernel suffixes that
+    measurement_ops appends after a configuration (MoE rows with mixed weight dtypes)."""
+    name, colon, config = op.partition(":")
+    if not colon or "/" not in config:
+        return name
+    return name + "/" + config.split("/", 1)[1]
 
 
 def _block_terms(ops: pd.DataFrame, device: Device) -> dict[str, np.ndarray]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from perfcast.kernels._moe import MOE_FAMILY, moe_loads
+
 __all__ = ["NeighbourResidual", "ResidualGrid", "regime_bins"]
 
 # (scope, dims of (balance, size, occupancy, depth)): main effects, then pairs, then the full
@@ -25,9 +27,16 @@ _LEVELS = tuple(("any", d) for d in _DIMS[:-1]) + tuple(("variant", d) for d in 
 
 def _shape(ops: pd.DataFrame) -> list[np.ndarray]:
     """(b·m, n, k): total rows (GEMM rows over all groups, query rows over all heads), width,
-    depth."""
+    depth. MoE rows: rows routed to the measured EP rank and width x active experts (the
+    weights read), so neighbours share routing skew and expert parallelism, not just shape."""
     b, m, n, k = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n", "k"))
-    return [b * m, n, k]
+    rows, width = b * m, n
+    moe = (ops["family"] == MOE_FAMILY).to_numpy()
+    if moe.any():
+        loads = moe_loads(ops[moe])
+        rows, width = rows.copy(), width.copy()
+        rows[moe], width[moe] = loads[:, 0], n[moe] * loads[:, 1]
+    return [rows, width, k]
 
 
 def regime_bins(regime: np.ndarray, per_unit: float = 2.0) -> np.ndarray:

@@ -24,6 +24,9 @@ _K_STEP = 64.0  # main-loop depth per iteration
 _ATTN_Q_BLOCK = 128.0
 _DECODE_KEY_SPLIT = 256.0
 _VECTOR_BLOCK_ELEMS = 4096.0
+# Families run on the matrix units: the op table's tensor families plus fused MoE layers
+# (grouped expert GEMMs, measured by AIConfigurator as one `moe` kernel).
+MATRIX_FAMILIES = TENSOR_FAMILIES | {"moe"}
 
 
 @runtime_checkable
@@ -51,7 +54,7 @@ def peak_flops(ops: pd.DataFrame, device: Device) -> np.ndarray:
     """Peak FLOP/s per row: the matrix-unit peak of the row's dtype for matmul families
     (`matrix_peak_flops` where the device lists one, else the dense peak), the vector (fp32)
     rate for the rest. Hash lookups, so 10^6 rows stay cheap."""
-    tensor = ops["family"].isin(TENSOR_FAMILIES).to_numpy()
+    tensor = ops["family"].isin(MATRIX_FAMILIES).to_numpy()
     peaks = {d.value: flops for d, flops in device.dense_peak_flops.items()}
     peaks.update({d.value: flops for d, flops in device.matrix_peak_flops.items()})
     per_dtype = ops["dtype"].map(peaks).to_numpy(dtype=float, na_value=np.nan)
@@ -84,14 +87,14 @@ def _gemm_quantization(b: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarra
 
 def thread_blocks(ops: pd.DataFrame) -> np.ndarray:
     """Independent thread blocks a kernel can spread over the SMs (before split-K): output
-    tiles for GEMMs (64x64, the smallest tile), query blocks for prefill attention, key
-    chunks for split-KV decode, one block per row for row reductions (norms, softmax),
-    4096-element chunks for other vector kernels."""
+    tiles for GEMMs and MoE expert GEMMs (64x64, the smallest tile), query blocks for prefill
+    attention, key chunks for split-KV decode, one block per row for row reductions (norms,
+    softmax), 4096-element chunks for other vector kernels."""
     fam = ops["family"]
     b, m, n = (ops[c].to_numpy(dtype=float) for c in ("b", "m", "n"))
     tiles = np.ceil(np.maximum(m * n, 1.0) / _VECTOR_BLOCK_ELEMS)
-    tiles = np.where((fam == "gemm").to_numpy(), b * np.ceil(m / 64.0) * np.ceil(n / 64.0),
-                     tiles)
+    tiles = np.where(fam.isin(("gemm", "moe")).to_numpy(),
+                     b * np.ceil(m / 64.0) * np.ceil(n / 64.0), tiles)
     tiles = np.where((fam == "attn_prefill").to_numpy(), b * np.ceil(m / _ATTN_Q_BLOCK), tiles)
     tiles = np.where((fam == "attn_decode").to_numpy(), b * np.ceil(n / _DECODE_KEY_SPLIT), tiles)
     tiles = np.where(fam.isin(("norm", "softmax")).to_numpy(), b * m, tiles)  # a block per row

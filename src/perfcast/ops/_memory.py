@@ -42,7 +42,7 @@ def weight_bytes_per_gpu(model: ModelSpec, precision: Precision, plan: ParallelP
     edge = model.embedding_params() + model.lm_head_params()
     experts = _expert_params(model)
     body = model.total_params() - edge - experts
-    expert_split = plan.ep if plan.ep > 1 else plan.tp
+    expert_split = plan.ep * plan.moe_tp  # each expert's slice lives on one rank
     w_b, a_b = bytes_per_element(precision.weights), bytes_per_element(precision.activations)
     per_stage = (body / plan.tp + experts / expert_split) * w_b + edge / plan.tp * a_b
     return per_stage / plan.pp

@@ -177,20 +177,36 @@ def _ffn(c: _Ctx, layer: str, op: str, tokens: float, inter: float, count: int,
     c.gemm(layer, f"{op}_down_proj", tokens, m.hidden_size, inter, count, groups)
 
 
+def _heaviest_rank_rows(plan: ParallelPlan, routed_mean: float, cap: float) -> float:
+    """Routed rows of the most loaded EP rank, which every rank waits for in the combine:
+    `expert_skew` x the mean (1 without EP: every GPU then holds every expert's slice),
+    never more than every token on all of the rank's experts (`cap`)."""
+    skew = plan.expert_skew if plan.ep > 1 else 1.0
+    return min(routed_mean * skew, cap)
+
+
 def _moe(c: _Ctx, layer: str, tokens: int, count: int) -> None:
+    """Router, EP dispatch, grouped expert FFN on the most loaded EP rank, combine, shared
+    experts. Tokens of the plan's dp ranks meet in the layer when ep > 1 (attention DP)."""
     m, moe, plan = c.model, c.model.moe, c.plan
-    h = m.hidden_size
+    h, topk = m.hidden_size, moe.experts_per_token
     c.gemm(layer, "router", tokens, moe.num_experts, h, count)
     local_experts = moe.num_experts / plan.ep
-    routed = tokens * moe.experts_per_token / plan.ep
-    inter = moe.expert_intermediate_size / (plan.tp if plan.ep == 1 else 1)
-    # Expected experts that receive at least one of the batch's routed tokens (uniform routing).
-    hit = 1.0 - (1.0 - moe.experts_per_token / moe.num_experts) ** tokens
+    group_tokens = tokens * plan.moe_token_ranks  # symmetric ranks: each brings `tokens`
+    rows = _heaviest_rank_rows(plan, group_tokens * topk / plan.ep,
+                               group_tokens * min(topk, local_experts))
+    # Expected experts hit by at least one routed token (uniform routing over experts).
+    hit = 1.0 - (1.0 - topk / moe.num_experts) ** group_tokens
     active = max(local_experts * hit, 1.0)
-    dispatch = tokens * moe.experts_per_token * h * c.act_b  # (ep-1)/ep of it leaves the GPU
-    c.collective(layer, "moe_dispatch", "alltoall", dispatch, plan.ep, count)
-    _ffn(c, layer, "expert", routed, inter, count, groups=active)
-    c.collective(layer, "moe_combine", "alltoall", dispatch, plan.ep, count)
+    a2a = plan.moe_token_ranks > 1  # tokens live on different ranks: all-to-all
+    if a2a:  # each rank sends its tokens' top-k copies; (ep-1)/ep of it leaves the GPU
+        c.collective(layer, "moe_dispatch", "alltoall", tokens * topk * h * c.act_b, plan.ep,
+                     count)
+    _ffn(c, layer, "expert", rows, moe.expert_intermediate_size / plan.moe_tp, count,
+         groups=active)
+    if a2a:
+        c.collective(layer, "moe_combine", "alltoall", tokens * topk * h * c.vec_b, plan.ep,
+                     count)
     if moe.num_shared_experts:
         _ffn(c, layer, "shared", tokens, moe.num_shared_experts * moe.expert_intermediate_size
              / plan.tp, count)
@@ -212,7 +228,7 @@ def _decoder_layers(c: _Ctx, batch: Batch, causal: bool) -> None:
             _moe(c, layer, t, count)
         else:
             _ffn(c, layer, "mlp", t, m.intermediate_size / c.plan.tp, count)
-        if not moe or c.plan.ep == 1:
+        if not (moe and c.plan.moe_token_ranks > 1):  # else the combine sums the experts
             c.collective(layer, "mlp_allreduce", "allreduce", t * m.hidden_size * c.vec_b,
                          c.plan.tp, count)
         c.vector(layer, "mlp_residual", "elementwise", t, m.hidden_size, reads=2, writes=1,

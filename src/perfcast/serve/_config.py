@@ -20,13 +20,18 @@ from perfcast.specs import (
     get_model,
 )
 
-__all__ = ["ROUTERS", "SCHEDULERS", "ServeConfig"]
+__all__ = ["DEFAULT_EXPERT_SKEW", "ROUTERS", "SCHEDULERS", "ServeConfig"]
 
 SCHEDULERS = ("vllm-v0", "vllm-v1", "sarathi", "orca", "static")
 ROUTERS = ("round-robin", "least-outstanding", "least-kv")
 # vLLM's defaults: v0 without chunking needs a prompt-sized budget; v1 (online) 8192 tokens;
 # Sarathi-Serve's budget is its chunk size (512 in the paper's and Vidur's runs).
 _DEFAULT_BUDGET = {"vllm-v1": 8192, "sarathi": 512}
+# Most loaded EP rank / mean: AIConfigurator's power-law routing (alpha 1.01-1.2, its `moe`
+# `distribution`) gives 1.3-1.9 for DeepSeek-V3 at EP8 over 64-8192 tokens; trained routers
+# with balancing losses (aux loss, DeepSeek's bias) sit at or below its low end. Chosen a
+# priori, not fitted on serving points.
+DEFAULT_EXPERT_SKEW = 1.3
 
 
 class ServeConfig(BaseModel):
@@ -58,9 +63,29 @@ class ServeConfig(BaseModel):
                                "on the CPU while the GPU runs this one (step = max, not sum; "
                                "first tokens reach the client when the next step ends)")
     max_context: int | None = Field(default=None, ge=1, description="longest sequence")
+    prefix_caching: bool = Field(default=False, description="reuse cached KV blocks of "
+                                 "shared prompt content across requests (vLLM automatic prefix "
+                                 "caching, SGLang RadixAttention)")
+    spec_k: int = Field(default=0, ge=0, le=16, description="speculative decoding: draft "
+                        "tokens proposed per step (0: off)")
+    spec_draft_model: str | None = Field(default=None, description="draft model (catalog "
+                                         "name); None: draft-free (n-gram / self-speculation)")
+    spec_acceptance: float | tuple[float, ...] = Field(
+        default=0.7, description="per-token acceptance rate, or one rate per draft position")
+    spec_draft_gpu: Literal["shared", "separate"] = Field(
+        default="shared", description="draft model on the target's GPUs (its weights and KV "
+        "take memory) or on GPUs of its own")
     allreduce: Literal["custom", "nccl"] = Field(
         default="custom", description="TP all-reduce: the engines' one-shot custom kernel on "
         "NVLink where faster (vLLM, SGLang, TensorRT-LLM default), or NCCL's ring only")
+
+    ep: int = Field(default=1, ge=1, description="expert-parallel degree of MoE layers: "
+                    "experts split over ep ranks (x moe_tp = tp x attention_dp)")
+    attention_dp: int = Field(default=1, ge=1, description="attention data-parallel ranks "
+                              "sharing one EP group (DeepSeek-style): each is a replica with "
+                              "its own requests and KV; their tokens meet in the MoE layers")
+    expert_skew: float = Field(default=DEFAULT_EXPERT_SKEW, ge=1.0, le=64.0, description=(
+        "routed tokens of the most loaded EP rank / the mean rank's; MoE layers wait on it"))
 
     _resolved: tuple[ModelSpec, Cluster] = PrivateAttr()
 
@@ -87,17 +112,67 @@ class ServeConfig(BaseModel):
             raise InputError("host", f"unknown profile {self.host!r}", list(HOST_PROFILES))
         if (self.gpu is None) == (self.cluster is None):
             raise InputError("gpu", "give exactly one of gpu and cluster")
-        n = self.tp * self.pp
+        self._check_experts(model)
+        n = self.tp * self.pp * self.attention_dp
         cluster = (get_cluster(self.cluster, n) if self.cluster
                    else cluster_for(get_device(self.gpu), n))
         self.plan.check(model)
         self._resolved = (model, cluster)
-        budget, seqs = self.token_budget, self.max_batch
+        budget, seqs = self.token_budget, self.max_batch * (1 + self.spec_k)
         if self.scheduler in ("vllm-v1", "sarathi") and budget < seqs:
             field = "chunk_size" if self.scheduler == "sarathi" else "max_batch_tokens"
-            raise InputError(field, f"token budget {budget} must be >= max_batch ({seqs}) so "
-                             "every running decode fits a step", f">= {seqs}")
+            raise InputError(field, f"token budget {budget} must be >= max_batch x (1 + "
+                             f"spec_k) = {seqs} so every running decode fits a step",
+                             f">= {seqs}")
         Execution(self.execution)
+        self._check_spec(model)
+        if self.prefix_caching and (self.scheduler not in ("vllm-v0", "vllm-v1", "sarathi")
+                                    or self.preemption != "recompute"):
+            raise InputError("prefix_caching", "is modelled for the paged schedulers with "
+                             f"preemption by recompute (got scheduler={self.scheduler!r}, "
+                             f"preemption={self.preemption!r})",
+                             "scheduler vllm-v0, vllm-v1 or sarathi with preemption recompute")
+
+    def _check_experts(self, model: ModelSpec) -> None:
+        """EP and attention-DP degrees that split this model and fill whole EP groups."""
+        dp, ep = self.attention_dp, self.ep
+        if dp > 1 and ep == 1:
+            raise InputError("attention_dp", f"{dp} needs ep > 1: without expert parallelism "
+                             "the ranks are independent replicas", "1, or set ep")
+        if (self.tp * dp) % ep:
+            raise InputError("ep", f"{ep} must divide tp x attention_dp ({self.tp * dp}): "
+                             "each rank holds ep-th of the experts", [
+                                 d for d in range(1, self.tp * dp + 1) if self.tp * dp % d == 0])
+        if self.replicas % dp:
+            raise InputError("replicas", f"{self.replicas} must be a multiple of attention_dp "
+                             f"({dp}): each attention rank is a replica",
+                             f"{dp}, {2 * dp}, ...")
+
+    def _check_spec(self, model: ModelSpec) -> None:
+        rates = self.spec_rates
+        if any(not 0.0 <= a <= 1.0 for a in rates) or (
+                self.spec_k and not isinstance(self.spec_acceptance, float | int)
+                and len(self.spec_acceptance) != self.spec_k):
+            raise InputError("spec_acceptance", f"needs one rate in [0, 1] or spec_k={self.spec_k}"
+                             f" of them, got {self.spec_acceptance!r}", "rates in [0, 1]")
+        if not self.spec_k:
+            if self.spec_draft_model is not None:
+                raise InputError("spec_k", "a draft model needs spec_k >= 1", ">= 1")
+            return
+        if self.scheduler not in ("vllm-v0", "vllm-v1", "sarathi") or self.pp != 1 \
+                or self.execution != "cuda-graph" or model.sliding_window is not None:
+            raise InputError("spec_k", "speculative decoding is modelled for the paged "
+                             "schedulers (vllm-v0, vllm-v1, sarathi), pp=1, CUDA graphs and "
+                             "models without sliding-window attention")
+        if self.spec_draft_model is not None:
+            get_model(self.spec_draft_model)  # unknown names: InputError with close matches
+
+    @property
+    def spec_rates(self) -> tuple[float, ...]:
+        """Acceptance rate of each draft position (empty when speculation is off)."""
+        a = self.spec_acceptance
+        rates = (float(a),) * self.spec_k if isinstance(a, float | int) else tuple(a)
+        return rates[:self.spec_k]
 
     # -- derived ------------------------------------------------------------------------
     @property
@@ -106,12 +181,14 @@ class ServeConfig(BaseModel):
 
     @property
     def cluster_spec(self) -> Cluster:
-        """The cluster one replica (tp x pp GPUs) runs on."""
+        """The cluster one replica (tp x pp GPUs; x attention_dp for the EP group that
+        attention-DP replicas share) runs on."""
         return self._resolved[1]
 
     @property
     def plan(self) -> ParallelPlan:
-        return ParallelPlan(tp=self.tp, pp=self.pp)
+        return ParallelPlan(tp=self.tp, pp=self.pp, dp=self.attention_dp, ep=self.ep,
+                            expert_skew=self.expert_skew)
 
     @property
     def context_limit(self) -> int:

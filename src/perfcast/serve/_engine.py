@@ -20,22 +20,27 @@ from perfcast.serve._cost import StepCost
 from perfcast.serve._events import EventQueue
 from perfcast.serve._kv import KVCache, plan_memory
 from perfcast.serve._metrics import ServeResult, StepLog
+from perfcast.serve._prefix import PrefixCache
 from perfcast.serve._schedulers import make_scheduler
+from perfcast.serve._spec import SpecDecoding, expected_tokens, spec_memory
 from perfcast.serve._state import Replica, Requests
 from perfcast.serve._stepper import Stepper
+from perfcast.specs import Cluster
 
 __all__ = ["simulate", "step_model_for"]
 
 STEP_END, ARRIVAL, WAKE = 0, 1, 2
 
 
-def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = None
-                   ) -> ServingStepModel:
+def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = None,
+                   cluster: Cluster | None = None) -> ServingStepModel:
     """The step-time model of one replica (reuse it across simulations of one deployment);
-    kernels priced by `time_model`, the shipped calibration by default."""
+    kernels priced by `time_model`, the shipped calibration by default, on `cluster` (the
+    config's by default; co-location passes a partitioned one)."""
     budget = config.token_budget if config.scheduler != "orca" else \
         config.max_batch_tokens or config.max_batch * config.context_limit
-    return ServingStepModel(config.model_spec, config.cluster_spec, config.precision,
+    budget = max(budget, config.max_batch * (1 + config.spec_k))  # verification tokens
+    return ServingStepModel(config.model_spec, cluster or config.cluster_spec, config.precision,
                             config.plan, time_model or PhysicsModel(shipped_calibration()),
                             config.execution,
                             config.host, host_overlap=config.host_overlap,
@@ -43,6 +48,16 @@ def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = 
                             else RingAlphaBeta(),
                             max_tokens=min(max(budget, 16), 1 << 22),
                             max_seqs=config.max_batch, max_context=config.context_limit)
+
+
+def _draft_model(config: ServeConfig) -> ServingStepModel | None:
+    """The draft model's step model on the target's GPUs and plan (None: draft-free)."""
+    if config.spec_draft_model is None:
+        return None
+    fields = config.model_dump(exclude={"model"}) | {
+        "model": config.spec_draft_model, "spec_k": 0, "spec_draft_model": None,
+        "prefix_caching": False, "max_context": config.context_limit}
+    return step_model_for(ServeConfig(**fields))
 
 
 def simulate(config: ServeConfig, workload, *, seed: int = 0,
@@ -53,66 +68,110 @@ def simulate(config: ServeConfig, workload, *, seed: int = 0,
 
 
 class _Simulation:
-    def __init__(self, config: ServeConfig, workload, seed: int, step_model, timeline: bool):
+    def __init__(self, config: ServeConfig, workload, seed: int, step_model, timeline: bool,
+                 queue=None, device=None):
         self.config = config
-        self.memory = plan_memory(config)
-        self.req = Requests(workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
+        self.memory = spec_memory(config, plan_memory(config))
+        self.req = Requests(workload.arrival_s, workload.prompt_tokens, workload.output_tokens,
+                            workload.prefix_group, workload.prefix_tokens,
+                            workload.preloaded_tokens)
         self.concurrency = workload.concurrency
+        # open-loop arrivals replay `stream` in order; a session's later turns arrive when
+        # the client sees their previous turn complete (+ think time)
+        follows = workload.follows
+        self.stream = (np.flatnonzero(follows < 0).tolist() if workload.has_sessions
+                       else range(len(self.req)))
+        self.next_turns: dict[int, list[int]] = {}
+        if workload.has_sessions:
+            for rid in np.flatnonzero(follows >= 0).tolist():
+                self.next_turns.setdefault(int(follows[rid]), []).append(rid)
+        self.think_s = workload.think_s
+        self.follow_ids = {r for turns in self.next_turns.values() for r in turns}
         _check(config, self.req, self.memory.blocks - int(config.watermark * self.memory.blocks))
         self.scheduler = make_scheduler(config, self.req)
         self.replicas = [Replica(i, KVCache(config, self.memory), self.scheduler.reserves_kv)
                          for i in range(config.replicas)]
+        if config.prefix_caching:
+            for rep in self.replicas:
+                rep.prefix = PrefixCache(rep.kv)
         self.logs = [StepLog(timeline) for _ in self.replicas]
         cost = StepCost(config, step_model or step_model_for(config))
+        spec = SpecDecoding(config, _draft_model(config), seed) if config.spec_k else None
         self.stepper = Stepper(self.req, self.scheduler, cost, self.logs,
-                               output_lag=config.host_overlap)
-        self.queue = EventQueue()
+                               output_lag=config.host_overlap, spec=spec)
+        self.queue = EventQueue() if queue is None else queue  # co-location: a shared view
+        self.device = device  # co-location by time-slicing: the GPU the models take turns on
         self.rng = np.random.default_rng(seed)
         self.next_rid = 0
         self.rr = 0
 
     def run(self) -> ServeResult:
-        q, n = self.queue, len(self.req)
-        for _ in range(min(self.concurrency or 1, n)):
-            self._submit(0.0 if self.concurrency else self.req.arrival_s[0])
+        self.begin()
+        q = self.queue
         while len(q):
-            t, kind, payload = q.pop()
-            if kind == STEP_END:
-                rep, generation = payload
-                if generation == rep.generation:
-                    self._finished(rep, t)
-            elif kind == ARRIVAL:
-                self._arrive(payload, t)
-            else:
-                payload.wake_pending = False
-                if not payload.busy:
-                    self._start(payload, t)
+            self.handle(*q.pop())
+        return self.result()
+
+    def begin(self) -> None:
+        n = len(self.req)
+        for _ in range(min(self.concurrency or 1, n)):
+            self._submit(0.0 if self.concurrency else self.req.arrival_s[self.stream[0]])
+
+    def handle(self, t: float, kind: int, payload) -> None:
+        if kind == STEP_END:
+            rep, generation = payload
+            if generation == rep.generation:
+                self._finished(rep, t)
+        elif kind == ARRIVAL:
+            self._arrive(payload, t)
+        else:
+            payload.wake_pending = False
+            if not payload.busy:
+                self._start(payload, t)
+
+    def result(self) -> ServeResult:
+        n = len(self.req)
         if self.req.completions != n:
             raise RuntimeError(f"simulation stalled: {self.req.completions} of {n} completed")
         return _result(self)
 
+    def cut(self, rep: Replica, t: float) -> None:
+        """End the replica's run at its first step ending at or after `t`."""
+        end = self.stepper.cut(rep, t)
+        if end is not None:
+            rep.generation += 1
+            self.queue.push(end, STEP_END, (rep, rep.generation))
+
+    def wake(self, rep: Replica, t: float) -> None:
+        if not rep.wake_pending:
+            rep.wake_pending = True
+            self.queue.push(t, WAKE, rep)
+
     def _submit(self, t: float) -> None:
-        if self.next_rid < len(self.req):
-            self.queue.push(t, ARRIVAL, self.next_rid)
+        if self.next_rid < len(self.stream):
+            self.queue.push(t, ARRIVAL, self.stream[self.next_rid])
             self.next_rid += 1
+
+    def _seen(self, rid: int, t: float) -> None:
+        """The client saw request `rid` complete at `t`: closed loop, or the next turn."""
+        if self.concurrency:
+            self._submit(t)
+        for turn in self.next_turns.get(rid, ()):
+            self.queue.push(t + float(self.think_s[turn]), ARRIVAL, turn)
 
     def _arrive(self, rid: int, t: float) -> None:
         req = self.req
-        if self.concurrency:
+        if self.concurrency or rid in self.follow_ids:
             req.arrival_s[rid] = t
-        elif self.next_rid < len(req):
-            self._submit(req.arrival_s[self.next_rid])
+        elif self.next_rid < len(self.stream):
+            self._submit(req.arrival_s[self.stream[self.next_rid]])
         rep = self._route()
         req.replica[rid] = rep.index
         rep.waiting.append(rid)
         if rep.busy:
-            end = self.stepper.cut(rep, t)
-            if end is not None:
-                rep.generation += 1
-                self.queue.push(end, STEP_END, (rep, rep.generation))
-        elif not rep.wake_pending:
-            rep.wake_pending = True
-            self.queue.push(t, WAKE, rep)
+            self.cut(rep, t)
+        else:
+            self.wake(rep, t)
 
     def _route(self) -> Replica:
         reps = self.replicas
@@ -130,25 +189,32 @@ class _Simulation:
         return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
 
     def _start(self, rep: Replica, t: float) -> None:
+        device = self.device
+        if device is not None and not device.acquire(self, rep, t):
+            return  # another model holds the GPU; it wakes this replica when done
         horizon = float("inf")
-        if not self.concurrency and self.next_rid < len(self.req):
+        if (not self.concurrency and self.next_rid < len(self.stream)) or self.next_turns:
             horizon = self.queue.peek_time_s()
         end = self.stepper.start(rep, t, horizon)
-        for _, seen_s in self.stepper.drain_reported():  # output_lag: completions seen now
-            if self.concurrency:
-                self._submit(seen_s)
+        for rid, seen_s in self.stepper.drain_reported():  # output_lag: completions seen now
+            self._seen(rid, seen_s)
         if end is None:
+            if device is not None:
+                device.release(t)
             if rep.waiting or rep.swapped:
                 raise RuntimeError(f"replica {rep.index} idle with queued requests")
             return
+        if device is not None:
+            device.hold(self, rep)
         rep.busy = True
         rep.generation += 1
         self.queue.push(end, STEP_END, (rep, rep.generation))
 
     def _finished(self, rep: Replica, t: float) -> None:
-        for _ in self.stepper.finish(rep):
-            if self.concurrency:
-                self._submit(t)
+        if self.device is not None:
+            self.device.release(t)
+        for rid, _ in self.stepper.finish(rep):
+            self._seen(rid, t)
         rep.busy = False
         if self.queue.peek_time_s() > t:  # its wake-up would be the very next event: run it
             self._start(rep, t)
@@ -188,17 +254,23 @@ def _result(sim: _Simulation) -> ServeResult:
         "output_tokens": r.output, "generated_tokens": r.generated,
         "queueing_delay_s": np.asarray(r.scheduled_s) - arrival,
         "preemptions": r.preemptions, "restarts": r.restarts, "ttft_s": first - arrival,
-        "tpot_s": tpot, "e2e_s": done - arrival})
+        "tpot_s": tpot, "e2e_s": done - arrival, "prefix_hit_tokens": r.prefix_hit})
     logs = sim.logs
     replicas = pd.DataFrame([{"replica": i, "busy_s": g.busy_s, "steps": g.steps,
                               "util_area": g.util_area, "frag_area": g.frag_area,
-                              "frag_s": g.frag_s, "kv_peak_blocks": rep.kv.peak_used}
+                              "frag_s": g.frag_s, "kv_peak_blocks": rep.kv.peak_used,
+                              "prefix_lookup_tokens": rep.prefix.lookup_tokens
+                              if rep.prefix is not None else 0,
+                              "spec_steps": g.spec_steps, "spec_tokens": g.spec_tokens}
                              for i, (g, rep) in enumerate(zip(logs, sim.replicas, strict=True))])
     single = [np.asarray(g.itl_single, dtype=float) for g in logs]
     runs = [v for g in logs for v, _ in g.itl_runs]
     weights = [np.ones(len(s)) for s in single] + \
-        [np.full(len(v), float(w)) for g in logs for v, w in g.itl_runs]
+        [np.broadcast_to(np.asarray(w, dtype=float), len(v)) for g in logs
+         for v, w in g.itl_runs]
     timelines = ({i: g.frame() for i, g in enumerate(logs)}
                  if logs[0].timeline is not None else None)
     return ServeResult(requests, replicas, np.concatenate([*single, *runs, np.array([])]),
-                       np.concatenate([*weights, np.array([])]), timelines, sim.memory.blocks)
+                       np.concatenate([*weights, np.array([])]), timelines, sim.memory.blocks,
+                       sim.config.prefix_caching,
+                       expected_tokens(sim.config.spec_rates) if sim.config.spec_k else None)

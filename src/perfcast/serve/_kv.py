@@ -1,7 +1,8 @@
 """Paged KV cache of one replica: how many blocks fit (the GPU memory planner) and a block
 pool with a watermark and a host swap area. Blocks are counted, not named: which physical
 block a sequence holds does not change any time, so a count per replica is all the
-simulator needs (a sequence holding c tokens owns ceil(c / block_size) blocks)."""
+simulator needs (a sequence holding c tokens owns ceil(c / block_size) blocks, less the
+prefix-cache blocks it shares: see perfcast.serve._prefix)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class KVCache:
     number of blocks). `used` blocks are allocated; `host_used` are swapped out."""
 
     __slots__ = ("block_size", "capacity", "used", "watermark", "host_capacity", "host_used",
-                 "bytes_per_block", "pcie_bps", "peak_used")
+                 "bytes_per_block", "pcie_bps", "peak_used", "cached_idle", "evict")
 
     def __init__(self, config: ServeConfig, memory: MemoryPlan):
         self.block_size = config.block_size
@@ -68,6 +69,8 @@ class KVCache:
         self.host_capacity = int(config.swap_space_gb * 1e9 // memory.bytes_per_block)
         self.host_used = 0
         self.pcie_bps = config.cluster_spec.device.pcie_bandwidth_bps or 16e9
+        self.cached_idle = 0  # prefix-cache blocks nobody uses: free, but holding content
+        self.evict = None  # the prefix cache's eviction, when there is one
 
     @property
     def free(self) -> int:
@@ -83,6 +86,9 @@ class KVCache:
     def allocate(self, blocks: int) -> None:
         self.used += blocks
         assert self.used <= self.capacity, "KV blocks in use exceed capacity"
+        over = self.used + self.cached_idle - self.capacity
+        if over > 0:  # reclaim idle cached blocks, least recently used first
+            self.evict(over)
         if self.used > self.peak_used:
             self.peak_used = self.used
 

@@ -21,13 +21,14 @@ class StepLog:
     fragmentation, inter-token gaps (single values and weighted runs), optional timeline."""
 
     __slots__ = ("busy_s", "steps", "util_area", "frag_area", "frag_s", "itl_single",
-                 "itl_runs", "timeline")
+                 "itl_runs", "timeline", "spec_steps", "spec_tokens")
 
     def __init__(self, timeline: bool):
         self.busy_s = self.util_area = self.frag_area = self.frag_s = 0.0
-        self.steps = 0
+        self.steps = self.spec_steps = 0
+        self.spec_tokens = 0.0  # tokens per member gained over the speculative steps
         self.itl_single: list[float] = []
-        self.itl_runs: list[tuple[np.ndarray, int]] = []
+        self.itl_runs: list[tuple[np.ndarray, float | np.ndarray]] = []  # values, weight(s)
         self.timeline: list[tuple] | None = [] if timeline else None
 
     def add(self, start_s, duration_s, util, fill, batch: int, tokens) -> None:
@@ -76,8 +77,12 @@ def _stats(values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, f
 class ServeResult:
     """`requests`: one row per request (id, replica, arrival_s, first_token_s, completion_s,
     prompt_tokens, output_tokens, queueing_delay_s, preemptions, restarts, ttft_s, tpot_s,
-    e2e_s). `timelines`: per replica step table (time_s, duration_s, batch_size, num_tokens,
-    kv_utilisation) when the simulation was asked for it, else None."""
+    e2e_s, prefix_hit_tokens). `timelines`: per replica step table (time_s, duration_s,
+    batch_size, num_tokens, kv_utilisation) when the simulation was asked for it, else None.
+    With prefix caching, the summary's `prefix_hit_ratio` is the share of admitted prompt
+    tokens (restarts included) whose KV was found cached; with speculative decoding,
+    `spec_tokens_per_step` (tokens a sequence gained per verification step, as simulated)
+    sits beside `spec_expected_tokens_per_step` (the closed form)."""
 
     requests: pd.DataFrame
     replicas: pd.DataFrame
@@ -85,6 +90,8 @@ class ServeResult:
     itl_weights: np.ndarray
     timelines: dict[int, pd.DataFrame] | None
     kv_blocks: int
+    prefix_caching: bool = False
+    spec_expected_tokens: float | None = None  # closed-form mean yield per speculative step
 
     @property
     def duration_s(self) -> float:
@@ -118,6 +125,13 @@ class ServeResult:
                "duration_s": dur, "steps": int(rep["steps"].sum()), "kv_blocks": self.kv_blocks}
         if ttft_slo_s is not None and tpot_slo_s is not None:
             out["goodput_req_s"] = self.goodput_req_s(ttft_slo_s, tpot_slo_s)
+        if self.spec_expected_tokens is not None:
+            steps = float(rep["spec_steps"].sum())
+            out["spec_tokens_per_step"] = float(rep["spec_tokens"].sum()) / max(steps, 1.0)
+            out["spec_expected_tokens_per_step"] = self.spec_expected_tokens
+        if self.prefix_caching:
+            looked = float(rep["prefix_lookup_tokens"].sum())
+            out["prefix_hit_ratio"] = float(r["prefix_hit_tokens"].sum()) / max(looked, 1.0)
         return out
 
     def to_csv(self, path: str | Path) -> Path:

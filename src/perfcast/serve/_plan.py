@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from perfcast.serve._state import Replica, Requests
 
-__all__ = ["Plan", "admit", "grow_decodes", "preempt_tail"]
+__all__ = ["Plan", "admit", "grow_decodes", "preempt_tail", "prefix_hits", "preloaded",
+           "release_blocks"]
 
 
 @dataclass(slots=True)
@@ -43,14 +44,13 @@ def preempt_tail(rep: Replica, req: Requests, swap: bool) -> float:
         computed = req.computed[rid]
         rep.prefilling.pop(rid)
         rep.prefill_kv_tokens -= computed
-    blocks = rep.blocks_held(rid, computed)
     if swap and decoding:
-        seconds = rep.kv.swap_out(blocks)
+        seconds = rep.kv.swap_out(rep.blocks_held(rid, computed))
         if seconds is not None:
             req.computed[rid] = computed
             rep.swapped.append(rid)
             return seconds
-    rep.kv.release(blocks)
+    release_blocks(rep, req, rid, computed)
     req.computed[rid] = 0
     req.restarts[rid] += 1
     rep.waiting.appendleft(rid)
@@ -59,15 +59,60 @@ def preempt_tail(rep: Replica, req: Requests, swap: bool) -> float:
 
 def grow_decodes(rep: Replica, req: Requests, plan: Plan, swap: bool) -> None:
     """Make room for the decode set's next token (preempting from the tail), reserve it."""
-    while rep.members and rep.growth() > rep.kv.free:
+    while rep.members and rep.step_growth() > rep.kv.free:
         plan.swap_s += preempt_tail(rep, req, swap)
         plan.preempted += 1
-    rep.kv.allocate(rep.growth())
+    rep.kv.allocate(rep.step_growth())
     plan.decode = bool(rep.members)
 
 
-def admit(rep: Replica, req: Requests, rid: int, blocks: int, now_s: float) -> None:
+def prefix_hits(rep: Replica, req: Requests, rid: int, tokens: int) -> tuple[int, int]:
+    """(cached leading blocks a waiting request of `tokens` tokens would reuse, how many of
+    them are idle, i.e. need their space back); (0, 0) without prefix caching."""
+    if rep.prefix is None:
+        return 0, 0
+    return rep.prefix.lookup(req.group[rid], req.shared[rid], tokens)
+
+
+def preloaded(req: Requests, rid: int, hit_blocks: int, block_size: int) -> int:
+    """Tokens a waiting request need not compute: cache hits, or KV that came with it."""
+    return max(hit_blocks * block_size, req.preloaded[rid])
+
+
+def release_blocks(rep: Replica, req: Requests, rid: int, computed: int) -> None:
+    """Free a leaving sequence's KV: reserved blocks, or its private blocks and its
+    references to cached ones, after caching its own full blocks of shared content."""
+    reserved = rep.reserved.pop(rid, 0)
+    if reserved:
+        rep.kv.release(reserved)
+        return
+    cache, cached = rep.prefix, req.cached_blocks[rid]
+    if cache is not None and req.group[rid] >= 0:
+        full = min(computed, req.shared[rid]) // rep.kv.block_size
+        cached += cache.insert(req.group[rid], cached, full)
+    rep.kv.release(rep.kv.blocks_for(computed) - cached)
+    if cached:
+        cache.release(req.group[rid], cached)
+    req.cached_blocks[rid] = 0
+
+
+def admit(rep: Replica, req: Requests, rid: int, blocks: int, now_s: float,
+          hit_blocks: int = 0) -> None:
+    """Move the head of the waiting queue to running with `blocks` new blocks, reusing its
+    first `hit_blocks` from the prefix cache (their tokens count as computed)."""
     rep.waiting.popleft()
+    if rep.prefix is not None:
+        tokens = req.prompt[rid] + req.generated[rid]
+        rep.prefix.acquire(req.group[rid], hit_blocks, tokens)
+        hit = hit_blocks * rep.kv.block_size
+        req.computed[rid] = hit
+        req.cached_blocks[rid] = hit_blocks
+        req.prefix_hit[rid] += hit
+        rep.prefill_kv_tokens += hit
+    if req.preloaded[rid]:  # its KV arrived with it (into blocks allocated below)
+        req.computed[rid] = req.preloaded[rid]
+        rep.prefill_kv_tokens += req.preloaded[rid]
+        req.preloaded[rid] = 0  # a restart recomputes (the transferred KV is gone)
     rep.kv.allocate(blocks)
     rep.running[rid] = None
     rep.prefilling[rid] = None

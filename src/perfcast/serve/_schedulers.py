@@ -20,7 +20,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from perfcast.serve._config import ServeConfig
-from perfcast.serve._plan import Plan, admit, grow_decodes, preempt_tail
+from perfcast.serve._plan import (
+    Plan,
+    admit,
+    grow_decodes,
+    preempt_tail,
+    prefix_hits,
+    preloaded,
+)
 from perfcast.serve._reserving import FirstComeScheduler, Orca, Static
 from perfcast.serve._state import Replica, Requests
 
@@ -51,11 +58,13 @@ class VllmV0:
             budget = self.budget
             while rep.waiting and len(rep.running) < self.max_seqs:
                 rid = rep.waiting[0]
-                n = req.prompt[rid] + req.generated[rid]
-                blocks = kv.blocks_for(n)
-                if n > budget or not kv.can_admit(blocks):
+                total = req.prompt[rid] + req.generated[rid]
+                hit, idle = prefix_hits(rep, req, rid, total)
+                n = total - preloaded(req, rid, hit, kv.block_size)
+                blocks = kv.blocks_for(total) - hit
+                if n > budget or not kv.can_admit(blocks + idle):
                     break
-                admit(rep, req, rid, blocks, now_s)
+                admit(rep, req, rid, blocks, now_s, hit)
                 plan.prefill.append((rid, n))
                 budget -= n
             if plan.prefill:
@@ -87,6 +96,7 @@ class Chunked:
     def __init__(self, config: ServeConfig, req: Requests):
         self.req, self.max_seqs, self.budget = req, config.max_batch, config.token_budget
         self.chunk = config.prefill_chunk or config.token_budget
+        self.decode_tokens = 1 + config.spec_k  # verified positions per decoding sequence
 
     def _chunk(self, rep: Replica, rid: int, budget: int) -> tuple[int, int]:
         req = self.req
@@ -97,7 +107,7 @@ class Chunked:
     def schedule(self, rep: Replica, now_s: float) -> Plan:
         req, kv, plan = self.req, rep.kv, Plan()
         grow_decodes(rep, req, plan, swap=False)
-        budget = self.budget - rep.n_decode
+        budget = self.budget - rep.n_decode * self.decode_tokens
         for rid in list(rep.prefilling):
             if budget <= 0:
                 break
@@ -115,10 +125,14 @@ class Chunked:
             budget -= n
         while rep.waiting and budget > 0 and len(rep.running) < self.max_seqs:
             rid = rep.waiting[0]
-            n, blocks = self._chunk(rep, rid, budget)
-            if not kv.can_admit(blocks):
+            total = req.prompt[rid] + req.generated[rid]
+            hit, idle = prefix_hits(rep, req, rid, total)
+            done = preloaded(req, rid, hit, kv.block_size)
+            n = min(total - done, budget, self.chunk)
+            blocks = kv.blocks_for(done + n) - hit
+            if not kv.can_admit(blocks + idle):
                 break
-            admit(rep, req, rid, blocks, now_s)
+            admit(rep, req, rid, blocks, now_s, hit)
             plan.prefill.append((rid, n))
             budget -= n
         return plan

@@ -20,7 +20,8 @@ __all__ = ["Replica", "Requests"]
 class Requests:
     """Per-request state and results, one list entry per request id."""
 
-    def __init__(self, arrival_s, prompt_tokens, output_tokens):
+    def __init__(self, arrival_s, prompt_tokens, output_tokens, prefix_group=None,
+                 prefix_tokens=None, preloaded_tokens=None):
         n = len(prompt_tokens)
         self.arrival_s = [float(x) for x in arrival_s]
         self.prompt = [int(x) for x in prompt_tokens]
@@ -35,6 +36,14 @@ class Requests:
         self.preemptions = [0] * n
         self.restarts = [0] * n
         self.completions = 0
+        # prefix caching: content group and shared leading tokens, cached blocks referenced
+        self.group = [-1] * n if prefix_group is None else [int(g) for g in prefix_group]
+        self.shared = [0] * n if prefix_tokens is None else [int(t) for t in prefix_tokens]
+        self.cached_blocks = [0] * n
+        self.prefix_hit = [0] * n  # prompt tokens found cached, over its admissions
+        # KV that arrives with the request (disaggregated decode pool), until first admitted
+        self.preloaded = [0] * n if preloaded_tokens is None else \
+            [int(t) for t in preloaded_tokens]
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -67,6 +76,9 @@ class Replica:
         self.generation = 0
         self.wake_pending = False
         self.step = None
+        self.prefix = None  # PrefixCache when prefix caching is on
+        self.step_tokens = 1  # tokens each decoding member gains in the next step
+        self.spec_steps = 0  # speculative decode steps run (index into the yield draws)
 
     # -- decode set ---------------------------------------------------------------------
     @property
@@ -98,8 +110,14 @@ class Replica:
             return 0
         return self.residues[-(self.D + ahead) % self.kv.block_size]
 
+    def step_growth(self) -> int:
+        """Blocks the next step adds to the decode set (`step_tokens` tokens per member)."""
+        if self.step_tokens == 1:
+            return self.growth()
+        return sum(self.growth(j) for j in range(self.step_tokens))
+
     def steps_to_next_end(self) -> int:
-        """Decode steps until the first member emits its last token."""
+        """Decode tokens (one-token steps) until the first member emits its last token."""
         ends, members = self.ends, self.members
         while ends and members.get(ends[0][1], (0, -1))[1] != ends[0][0]:
             heapq.heappop(ends)  # stale: the member left

@@ -18,8 +18,9 @@ import numpy as np
 
 from perfcast.serve._cost import StepCost
 from perfcast.serve._metrics import StepLog
-from perfcast.serve._plan import Plan
+from perfcast.serve._plan import Plan, release_blocks
 from perfcast.serve._schedulers import Scheduler
+from perfcast.serve._spec import SpecDecoding
 from perfcast.serve._state import Replica, Requests
 
 __all__ = ["Stepper"]
@@ -31,27 +32,32 @@ RUN_CHUNK = 16  # steps priced per call in a decode run, growing 4x per call
 class Step:
     """The step (or run of decode steps) a replica has in flight."""
 
-    __slots__ = ("plan", "k", "durations", "ends", "growth", "n")
+    __slots__ = ("plan", "k", "durations", "ends", "growth", "n", "tokens")
 
     def __init__(self, plan: Plan, durations: np.ndarray, ends: np.ndarray,
-                 growth: np.ndarray | None, n: int):
+                 growth: np.ndarray | None, n: int, tokens: np.ndarray | None = None):
         self.plan, self.durations, self.ends, self.growth, self.n = plan, durations, ends, \
             growth, n
         self.k = len(durations)
+        self.tokens = tokens  # speculative decoding: tokens each member gains, per step
 
 
 class Stepper:
     """Starts and commits steps for every replica of one simulation."""
 
     def __init__(self, req: Requests, scheduler: Scheduler, cost: StepCost, logs: list[StepLog],
-                 output_lag: bool = False):
+                 output_lag: bool = False, spec: SpecDecoding | None = None):
         self.req, self.scheduler, self.cost, self.logs = req, scheduler, cost, logs
         self.output_lag = output_lag
+        self.spec = spec
         self.reported: list[tuple[int, float]] = []  # lagged completions, as the client saw
 
     # -- start ----------------------------------------------------------------------------
     def start(self, rep: Replica, now_s: float, horizon_s: float) -> float | None:
         """Plan the replica's next step(s); their end time, or None when it has no work."""
+        spec = self.spec
+        if spec is not None:  # the next step's yield, which its KV growth needs
+            rep.step_tokens = int(spec.draws[rep.index].take(rep.spec_steps, 1)[0])
         plan = self.scheduler.schedule(rep, now_s)
         if plan.empty:  # idle: the last step's outputs went out when it ended
             rep.unreported.clear()
@@ -59,7 +65,9 @@ class Stepper:
             rep.unreported_done.clear()
             return None
         n = rep.n_decode if plan.decode else 0
-        if plan.stable and n:
+        if spec is not None:
+            step = self._spec_steps(rep, plan, n, now_s, horizon_s)
+        elif plan.stable and n:
             step = self._run(rep, plan, n, now_s, horizon_s)
         elif self.cost.fast:
             req, pt, pk, pairs = self.req, 0, 0, 0
@@ -146,6 +154,45 @@ class Stepper:
             durations, ends = durations[:k], ends[:k]
         return Step(plan, np.array(durations), np.array(ends), growth, n)
 
+    def _spec_steps(self, rep: Replica, plan: Plan, n: int, now_s: float,
+                    horizon_s: float) -> Step:
+        """A speculative step (its prefill chunks priced beside the verification), or a run
+        of them while the decode set is stable: each member gains the step's drawn yield;
+        the run stops at the step where a member reaches its last token, where KV growth
+        would not fit, or at the first step ending at or after the horizon."""
+        req, spec, cost = self.req, self.spec, self.cost
+        pt = ps = pk = pairs = 0.0
+        for rid, q in plan.prefill:
+            c = req.computed[rid]
+            pt, ps, pk, pairs = pt + q, ps + 1, pk + c + q, pairs + q * c + q * (q + 1) / 2
+        if not n:  # prefill only: the draft model prefills too
+            d = spec.price(cost, pt, ps, pk, pairs, 0, 0.0) + plan.swap_s
+            return Step(plan, [d], [now_s + d], None, 0)
+        limit = min(rep.steps_to_next_end(), MAX_RUN_STEPS) if plan.stable else 1
+        draws = spec.draws[rep.index].take(rep.spec_steps, max(limit, 1))
+        before = np.concatenate(([0], np.cumsum(draws)))  # tokens gained before each step
+        k = int(np.searchsorted(before[1:], limit, side="left")) + 1 if plan.stable else 1
+        durations, ends, growth, grown, end = [], [], [], 0, now_s
+        keys0 = rep.anchor_sum + n * rep.D  # cached context of the decode set
+        for j in range(k):
+            if j:
+                if end >= horizon_s:
+                    break
+                g = sum(rep.growth(int(before[j]) + t) for t in range(int(draws[j])))
+                if grown + g > rep.kv.free:
+                    break
+                grown += g
+                growth.append(grown)
+                pt = ps = pk = pairs = 0.0  # the prefill chunks ran in the first step only
+            d = spec.price(cost, pt, ps, pk, pairs, n, keys0 + n * float(before[j]))
+            d += plan.swap_s if not j else 0.0
+            end += d
+            durations.append(d)
+            ends.append(end)
+        k = len(durations)
+        return Step(plan, np.array(durations), np.array(ends), growth or None, n,
+                    np.array(draws[:k]))
+
     @staticmethod
     def cut(rep: Replica, at_s: float) -> float | None:
         """Truncate a run at the first step ending at or after `at_s`; the new end or None."""
@@ -154,6 +201,8 @@ class Stepper:
             return None
         k = int(np.searchsorted(step.ends, at_s, side="left")) + 1
         step.k, step.durations, step.ends = k, step.durations[:k], step.ends[:k]
+        if step.tokens is not None:
+            step.tokens = step.tokens[:k]
         return float(step.ends[-1])
 
     # -- commit ---------------------------------------------------------------------------
@@ -174,10 +223,16 @@ class Stepper:
                 done.append((rid, end))
                 self._release(rep, rid, computed, end)
         end = float(step.ends[-1])
+        cache = rep.prefix
         for rid, t in plan.prefill:
             c = req.computed[rid] + t
             req.computed[rid] = c
             rep.prefill_kv_tokens += t
+            if cache is not None and req.group[rid] >= 0:  # its full shared blocks join
+                held = req.cached_blocks[rid]
+                full = min(c, req.shared[rid]) // kv.block_size
+                if full > held:
+                    req.cached_blocks[rid] = held + cache.insert(req.group[rid], held, full)
             if c < req.prompt[rid] + req.generated[rid]:
                 continue
             gen = req.generated[rid] + 1
@@ -203,6 +258,9 @@ class Stepper:
 
     def _decoded(self, rep: Replica, step: Step) -> None:
         """Advance the decode set by the run's k steps; record inter-token gaps."""
+        if step.tokens is not None:
+            self._spec_decoded(rep, step)
+            return
         log, first_end = self.logs[rep.index], float(step.ends[0])
         pending = rep.pending_gaps
         log.itl_single.extend(first_end - t for t in pending)
@@ -215,30 +273,54 @@ class Stepper:
         rep.last_decode_end_s = float(step.ends[-1])
         rep.D += step.k
 
+    def _spec_decoded(self, rep: Replica, step: Step) -> None:
+        """`_decoded` for speculative steps: a step yielding y tokens spreads its gap over
+        them (y values of gap / y each), so mean ITL is time per token."""
+        log, first_end = self.logs[rep.index], float(step.ends[0])
+        y = step.tokens.astype(float)
+        pending = rep.pending_gaps
+        if pending:
+            log.itl_runs.append((np.array([(first_end - t) / y[0] for t in pending]), y[0]))
+        if step.n > len(pending):
+            log.itl_runs.append((np.array([(first_end - rep.last_decode_end_s) / y[0]]),
+                                 (step.n - len(pending)) * y[0]))
+        if step.k > 1:
+            log.itl_runs.append((np.asarray(step.durations[1:]) / y[1:], step.n * y[1:]))
+        log.spec_steps += step.k
+        log.spec_tokens += float(y.sum())
+        rep.pending_gaps = []
+        rep.last_decode_end_s = float(step.ends[-1])
+        rep.D += int(step.tokens.sum())
+        rep.spec_steps += step.k
+
     def _release(self, rep: Replica, rid: int, computed: int, end_s: float) -> None:
         req = self.req
         req.generated[rid] = req.output[rid]
         req.completion_s[rid] = req.last_token_s[rid] = end_s
         req.computed[rid] = computed
-        rep.kv.release(rep.reserved.pop(rid, 0) or rep.kv.blocks_for(computed))
+        release_blocks(rep, req, rid, computed)
         del rep.running[rid]
         req.completions += 1
 
     def _log(self, rep: Replica, step: Step) -> None:
-        """Utilisation and fragmentation while the step runs (allocated, before release)."""
+        """Utilisation and fragmentation while the step runs (allocated, before release).
+        Fill is capped at 1: sequences sharing prefix-cache blocks hold more tokens than
+        the blocks they allocated."""
         kv, k, log = rep.kv, step.k, self.logs[rep.index]
         new = sum(t for _, t in step.plan.prefill)
         batch = step.n + len(step.plan.prefill)
         if k == 1 and log.timeline is None:
             tokens = rep.kv_tokens() + new + step.n
             log.add_one(float(step.durations[0]), kv.used / kv.capacity,
-                        tokens / max(kv.used * kv.block_size, 1))
+                        min(tokens / max(kv.used * kv.block_size, 1), 1.0))
             return
         durations, ends = np.asarray(step.durations), np.asarray(step.ends)
         used = np.full(k, float(kv.used))
         if step.growth is not None and k > 1:
             grown = np.concatenate(([0], step.growth[:k - 1]))
             used -= grown[-1] - grown
-        tokens = rep.kv_tokens() + new + step.n * np.arange(1, k + 1)
+        gained = np.arange(1, k + 1) if step.tokens is None else np.cumsum(step.tokens)
+        tokens = rep.kv_tokens() + new + step.n * gained
         log.add(ends - durations, durations, used / kv.capacity,
-                tokens / np.maximum(used * kv.block_size, 1.0), batch, step.n + new)
+                np.minimum(tokens / np.maximum(used * kv.block_size, 1.0), 1.0), batch,
+                step.n + new)

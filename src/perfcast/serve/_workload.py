@@ -31,6 +31,7 @@ from perfcast.serve._lengths import (
     uniform_lengths,
     zipf_lengths,
 )
+from perfcast.serve._sharing import check_sharing, conversations, shared_prefix
 
 __all__ = ["ARRIVALS", "LENGTHS", "Workload", "make_workload"]
 
@@ -42,12 +43,26 @@ SIDE_FORMS = {"fixed": "an int", "uniform": "(lo, hi)", "zipf": "(a, max)"}
 @dataclass(frozen=True, eq=False)  # arrays: identity equality, hashable
 class Workload:
     """Requests in arrival order. `concurrency` set = closed loop: arrival times are ignored
-    and that many requests are kept in flight (benchmark clients' --max-concurrency)."""
+    and that many requests are kept in flight (benchmark clients' --max-concurrency).
+
+    Shared content (for prefix caching): `prefix_group[r]` (-1: none) names the content the
+    first `prefix_tokens[r]` tokens of request r's prompt + output sequence come from, so two
+    requests of one group have identical KV blocks up to the shorter of their prefix lengths
+    (a shared system prompt; every turn of one conversation, whose sequence extends the last
+    turn's). Sessions: `follows[r]` (-1: none) is a request whose completion, seen by the
+    client, plus `think_s[r]` seconds, is when r arrives (the next turn of a chat).
+    `preloaded_tokens[r]`: leading tokens whose KV arrives with the request (computed
+    elsewhere: the decode pool of a disaggregated deployment), at most prompt_tokens - 1."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     concurrency: int | None = None
+    prefix_group: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+    follows: np.ndarray | None = None
+    think_s: np.ndarray | None = None
+    preloaded_tokens: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         arrays = {}
@@ -79,9 +94,16 @@ class Workload:
             object.__setattr__(self, name, a)
         if c is not None:
             object.__setattr__(self, "concurrency", int(c))
+        for name, value in check_sharing(self).items():
+            value.flags.writeable = False
+            object.__setattr__(self, name, value)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    @property
+    def has_sessions(self) -> bool:
+        return self.follows is not None and bool((self.follows >= 0).any())
 
 
 def _choice(field: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -148,7 +170,8 @@ def make_workload(num_requests: int, *, arrival: str = "poisson", qps: float | N
                   cv: float | None = None, concurrency: int | None = None,
                   lengths: str = "fixed", prompt_tokens=None, output_tokens=None,
                   trace: str | None = None, csv=None, max_tokens: int | None = 4096,
-                  seed: int = 0) -> Workload:
+                  system_prompt_tokens: int | None = None, prompt_groups: int = 1,
+                  turns: int | None = None, think_s: float = 0.0, seed: int = 0) -> Workload:
     """`num_requests` requests. arrival: 'poisson' (qps), 'gamma' (qps, cv), 'trace' (the
     arrival times of `csv` if given, else of shipped `trace`; repeated past its end; qps set
     rescales them to that mean rate) or 'closed_loop' (concurrency). lengths: 'fixed'
@@ -156,7 +179,10 @@ def make_workload(num_requests: int, *, arrival: str = "poisson", qps: float | N
     'trace' (shipped `trace`: 'arxiv', 'splitwise-conv', 'splitwise-code') or 'csv' (`csv`
     path). Recorded lengths are taken in order when arrivals replay the same source, else in
     a seeded random order. Totals above `max_tokens` are clipped (None: no clip); fixed
-    lengths above it are refused."""
+    lengths above it are refused. Sharing (prefix caching): `system_prompt_tokens` prepends
+    one of `prompt_groups` shared system prompts to every prompt; `turns` makes chats of that
+    many consecutive requests, the drawn prompt lengths being each turn's new message and a
+    turn arriving `think_s` after the last answer (see perfcast.serve._sharing)."""
     arrival = _choice("arrival", arrival, ARRIVALS)
     lengths = _choice("lengths", lengths, LENGTHS)
     if isinstance(num_requests, bool) or not isinstance(num_requests, int | np.integer) \
@@ -184,4 +210,18 @@ def make_workload(num_requests: int, *, arrival: str = "poisson", qps: float | N
                              f"{int(prompt[0] + output[0])} exceeds max_tokens={max_tokens}",
                              "a larger max_tokens, or None")
         prompt, output = clip_total(prompt, output, max_tokens)
-    return Workload(times, prompt, output, concurrency)
+    if system_prompt_tokens is not None and turns is not None:
+        raise InputError("turns", "system prompts and chats together are not modelled yet "
+                         "(one level of shared content per request)", "one of them")
+    extra = {}
+    if system_prompt_tokens is not None:
+        prompt, group, shared = shared_prefix(prompt, system_prompt_tokens, prompt_groups,
+                                              np.random.default_rng(seed).spawn(4)[3])
+        extra = {"prefix_group": group, "prefix_tokens": shared}
+    elif turns is not None:
+        chats = conversations(prompt, output, turns, think_s)
+        prompt = chats.pop("prompt")
+        extra = {"prefix_group": chats["group"], "prefix_tokens": chats["prefix_tokens"],
+                 "follows": chats["follows"], "think_s": chats["think_s"]}
+        times = times[chats["group"]]  # chat c starts at the c-th arrival (qps: chats/s)
+    return Workload(times, prompt, output, concurrency, **extra)

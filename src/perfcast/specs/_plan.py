@@ -33,6 +33,9 @@ class ParallelPlan(BaseModel):
     micro_batches: int = Field(default=1, gt=0)
     schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
     virtual_stages: int = Field(default=1, gt=0, description="model chunks per stage (interleaved)")
+    expert_skew: float = Field(default=1.0, ge=1.0, le=64.0, description="routed tokens of the "
+                               "most loaded EP rank / the mean rank's (1 = balanced routing); "
+                               "MoE layers wait on that rank")
 
     @model_validator(mode="after")
     def _consistent(self) -> ParallelPlan:
@@ -41,6 +44,18 @@ class ParallelPlan(BaseModel):
         if self.virtual_stages > 1 and self.schedule != PipelineSchedule.INTERLEAVED:
             raise ValueError("virtual_stages > 1 needs schedule 'interleaved-1f1b'")
         return self
+
+    @property
+    def moe_tp(self) -> int:
+        """Tensor-parallel degree of each expert: experts are split over the tp x dp ranks as
+        ep x moe_tp (AIConfigurator's moe_tp x moe_ep = tp x attention_dp); tp without EP."""
+        return max(self.tp * self.dp // self.ep, 1) if self.ep > 1 else self.tp
+
+    @property
+    def moe_token_ranks(self) -> int:
+        """Ranks with distinct tokens in one EP group: ep / tp (TP ranks share their tokens;
+        the rest are data-parallel attention ranks, DeepSeek-style); 1 without EP."""
+        return max(self.ep // self.tp, 1) if self.ep > 1 else 1
 
     @property
     def num_gpus(self) -> int:

@@ -6,7 +6,9 @@ Splits (fit on some devices, test on others the fit never saw):
   neusight      NeuSight's training GPUs (P100, P4, T4, V100, A100-40GB; all their rows)
                 -> H100, L4, A100-80GB on NeuSight's test shapes
 The target-measured tier adds a random 10% of the held-out device's rows to the fit and is
-scored, like the other methods, on the remaining 90%.
+scored, like the other methods, on the remaining 90%. Fused MoE rows (family `moe`) are drawn
+apart from the rest, so the other families' figures do not move with them. Groups: families,
+`attn_*/mla`, and with by="dtype" each quantisation scheme and MoE routing distribution.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = ["KernelSplit", "TARGETS", "kernel_residuals", "kernel_splits", "summa
            "validate_kernels"]
 
 TARGET_FRACTION = 0.10
+BY = ("family", "dtype")  # validate_kernels views: families only, or also per dtype scheme
 GENERATION_TRAIN = ("a100-sxm4-80gb", "h100-sxm", "h200-sxm")
 GENERATION_TEST = ("b200-sxm", "b300-sxm", "gb200")
 NEUSIGHT_TRAIN = ("p100-pcie-16gb", "p4", "t4", "v100-pcie-32gb", "a100-pcie-40gb")
@@ -83,18 +86,70 @@ def _metrics(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, float]
     return float(ape.mean()), float(np.quantile(ape, 0.9))
 
 
-def _score(split: KernelSplit, test: pd.DataFrame, predictions: dict[str, np.ndarray]
-           ) -> list[dict]:
+def _dtype_label(test: pd.DataFrame) -> np.ndarray:
+    """Per row, the quantisation scheme as a reader names it: fp8, fp8_block, fp4 (NVFP4),
+    w-int4 / w-int8 (weight-only), int8 (SmoothQuant W8A8), kv-fp8 (FP8 KV cache), mla, and
+    for MoE the weight dtype when it differs (e.g. fp8-w-fp4: MXFP4 weights, FP8 activations)."""
+    op = test["op"].astype(str)
+    dtype, wdt = test["dtype"].astype(str), test["weight_dtype"].astype(str)
+    kv = test["kv_dtype"].fillna("").astype(str)
+    label = dtype.where(~op.str.contains("fp8_block"), "fp8_block")
+    weight_only = (wdt != dtype) & (test["family"] == "gemm")
+    label = label.where(~weight_only, "w-" + wdt)
+    label = label.where(~((wdt != dtype) & (test["family"] == "moe")), dtype + "-w-" + wdt)
+    label = label.where((kv == "") | (kv == dtype), label + "/kv-" + kv)
+    label = label.where(op != "mla", "mla-" + label)
+    return label.to_numpy(dtype=object)
+
+
+def _views(test: pd.DataFrame, by: str) -> list[np.ndarray]:
+    """Group labels per row: the family; MLA attention (always); with by="dtype", the
+    family per quantisation scheme and, for MoE, per routing distribution."""
+    fams = test["family"].to_numpy(dtype=object)
+    mla = np.where(test["op"].to_numpy(dtype=object) == "mla", fams + "/mla", None)
+    views = [fams, mla]
+    if by == "dtype":
+        views.append(fams + "/" + _dtype_label(test))
+        dist = test["op"].astype(str).str.split(":").str[1].fillna("")
+        views.append(np.where(fams == "moe", "moe/" + dist.to_numpy(dtype=object), None))
+    return views
+
+
+def _score(split: KernelSplit, test: pd.DataFrame, predictions: dict[str, np.ndarray],
+           by: str = "family") -> list[dict]:
     rows = []
     meas = test["latency_s"].to_numpy(dtype=float)
-    fams = test["family"].to_numpy(dtype=object)
+    views = _views(test, by)
     for method, pred in predictions.items():
-        for family in sorted(set(fams)):
-            sel = fams == family
-            mape, p90 = _metrics(meas[sel], pred[sel])
-            rows.append({"split": split.name, "device": split.device, "group": family,
-                         "method": method, "mape": mape, "p90_ape": p90, "n": int(sel.sum())})
+        for labels in views:
+            for group in sorted({g for g in labels if g is not None}):
+                sel = labels == group
+                mape, p90 = _metrics(meas[sel], pred[sel])
+                rows.append({"split": split.name, "device": split.device, "group": group,
+                             "method": method, "mape": mape, "p90_ape": p90,
+                             "n": int(sel.sum())})
     return rows
+
+
+def _partitions(rows: pd.DataFrame) -> list[pd.DataFrame]:
+    """Rows of the families fitted before fused MoE layers were, then the MoE rows: sampled
+    apart, so adding MoE leaves the other families' draws (and figures) as they were."""
+    moe = (rows["family"] == "moe").to_numpy()
+    return [rows[~moe], rows[moe]]
+
+
+def _sample(rows: pd.DataFrame, per_group: int | None, seed: int) -> pd.DataFrame:
+    return pd.concat([sample_per_group(p, per_group, seed) for p in _partitions(rows)])
+
+
+def _target_sample(test: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the random TARGET_FRACTION of test rows the target-measured tier fits on, the rest)."""
+    picked, held = [], []
+    for part in _partitions(test):
+        pick = np.random.default_rng(seed).random(len(part)) < TARGET_FRACTION
+        picked.append(part[pick])
+        held.append(part[~pick])
+    return pd.concat(picked), pd.concat(held)
 
 
 def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
@@ -109,13 +164,11 @@ def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
             progress(f"{split.name} -> {split.device}")
         key = (split.name, id(split.train))
         if key not in fits:
-            fits[key] = fit_calibration(sample_per_group(split.train, train_per_group, seed),
+            fits[key] = fit_calibration(_sample(split.train, train_per_group, seed),
                                         provenance={"split": split.name})
         cross = fits[key]
-        test = sample_per_group(split.test, test_per_group, seed)
-        pick = np.random.default_rng(seed).random(len(test)) < TARGET_FRACTION
-        sample, held = test[pick], test[~pick]
-        target = add_target_corrections(cross, sample_per_group(sample, train_per_group, seed))
+        sample, held = _target_sample(_sample(split.test, test_per_group, seed), seed)
+        target = add_target_corrections(cross, _sample(sample, train_per_group, seed))
         device = get_device(split.device)
         ops = measurement_ops(held)
         timing = held["timing"].to_numpy(dtype=object)
@@ -128,13 +181,18 @@ def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
 
 def validate_kernels(store: pd.DataFrame, splits: list[str] | None = None,
                      train_per_group: int | None = 2000, test_per_group: int | None = None,
-                     seed: int = 0, progress: Callable[[str], None] | None = None
-                     ) -> pd.DataFrame:
-    """Rows {split, device, group, method, mape, p90_ape, n} for every held-out device."""
+                     seed: int = 0, progress: Callable[[str], None] | None = None,
+                     by: str = "family") -> pd.DataFrame:
+    """Rows {split, device, group, method, mape, p90_ape, n} for every held-out device.
+    group is the kernel family, or `<family>/<view>` for sub-groups: `attn_*/mla` always,
+    and with by="dtype" `<family>/<dtype scheme>` (see _dtype_label) and
+    `moe/<routing distribution>`. Sub-groups repeat rows of their family."""
+    if by not in BY:
+        raise ValueError(f"by must be one of {BY}, got {by!r}")
     out: list[dict] = []
     for split, held, predictions in _split_predictions(store, splits, train_per_group,
                                                        test_per_group, seed, progress):
-        out += _score(split, held, predictions)
+        out += _score(split, held, predictions, by)
     return pd.DataFrame(out, columns=["split", "device", "group", "method", "mape", "p90_ape",
                                       "n"])
 
@@ -161,9 +219,12 @@ def kernel_residuals(store: pd.DataFrame, splits: list[str] | None = None,
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """Headline figures per split and method: median over families of the row-weighted
-    MAPE (devices pooled), and the pooled MAPE over all families."""
+    MAPE (devices pooled), and the pooled MAPE over all families (sub-groups, whose group
+    holds a '/', are left out: their rows are already in their family)."""
     def pooled(g: pd.DataFrame) -> float:
         return float(np.average(g["mape"], weights=g["n"]))
+
+    rows = rows[~rows["group"].str.contains("/", regex=False)]
 
     per_family = rows.groupby(["split", "method", "group"]).apply(pooled, include_groups=False)
     median = per_family.groupby(["split", "method"]).median().rename("median_family_mape")

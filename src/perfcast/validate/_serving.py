@@ -21,6 +21,7 @@ from perfcast.comm import CustomAllReduce
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
+from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 from perfcast.specs import DType, ParallelPlan, Precision, cluster_for, get_device, get_model
 
 __all__ = ["SERVING_TARGETS", "analytic_point", "load_serving_points", "point_precision",
@@ -61,17 +62,32 @@ def point_precision(point: pd.Series) -> Precision:
     return Precision(weights=dtype, activations=dtype, kv_cache=kv, activation_quant="fused")
 
 
+def point_layout(point: pd.Series) -> dict[str, int]:
+    """Attention-DP ranks `dp` and expert-parallel degree `ep` of a point (1 for dense points
+    and for points files without the columns)."""
+    ep, dp = point.get("ep", 1), point.get("dp", 1)
+    ep = 1 if pd.isna(ep) else int(ep)
+    return {"ep": ep, "dp": 1 if ep == 1 or pd.isna(dp) else int(dp)}
+
+
+def point_plan(point: pd.Series) -> ParallelPlan:
+    """The point's parallel plan: tp, pp, attention-DP ranks and EP (ServeConfig's default
+    expert skew, the one the serve engine uses)."""
+    layout = point_layout(point)
+    return ParallelPlan(tp=int(point["tp"]), pp=int(point["pp"]), dp=layout["dp"],
+                        ep=layout["ep"], expert_skew=DEFAULT_EXPERT_SKEW)
+
+
 def _step_model(point: pd.Series, time_model: ExecutionTimeModel, host: str
                 ) -> ServingStepModel:
     """One ServingStepModel per deployment and time model, kept (its grids are the cost);
     TP all-reduces by the engines' custom kernel, as the serve engine prices them."""
-    key = (point["model"], point["device"], int(point["tp"]), int(point["pp"]),
-           point["precision"], host, id(time_model))
+    plan = point_plan(point)
+    key = (point["model"], point["device"], plan, point["precision"], host, id(time_model))
     if key not in _STEP_MODELS:
-        tp, pp = int(point["tp"]), int(point["pp"])
         device = get_device(point["device"])
-        sm = ServingStepModel(get_model(point["model"]), cluster_for(device, tp * pp),
-                              point_precision(point), ParallelPlan(tp=tp, pp=pp), time_model,
+        sm = ServingStepModel(get_model(point["model"]), cluster_for(device, plan.num_gpus),
+                              point_precision(point), plan, time_model,
                               host=host, max_seqs=max(1024, int(point["concurrency"])),
                               comm_model=CustomAllReduce())
         _STEP_MODELS[key] = (time_model, sm)  # holding time_model keeps id() unique

@@ -18,6 +18,11 @@ up to its 8192-token chunked-prefill size, decodes pausing meanwhile (mixed chun
 by default: `vllm-v0`-style); `max_batch` = the point's concurrency,
 and CPU scheduling overlapped with the GPU step (SGLang's and TensorRT-LLM's overlap
 schedulers, vLLM's async scheduling), so host time counts only where it exceeds the step.
+
+MoE points run their measured layout (`point_layout`): attention TP `tp`, `dp` attention-DP
+ranks (each a replica behind a round-robin router, as SGLang's and TensorRT-LLM's DP
+attention balance requests), experts over `ep` ranks x moe_tp; the most loaded EP rank
+carries ServeConfig's default `expert_skew` (chosen a priori, not fitted on these points).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import pandas as pd
 from perfcast.compose import ServingStepModel
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
-from perfcast.validate._serving import point_precision
+from perfcast.validate._serving import point_layout, point_precision
 
 __all__ = ["BATCH_TOKEN_BUDGET", "RANGE_RATIO", "ROUNDS", "benchmark_lengths", "engine_point"]
 
@@ -40,16 +45,22 @@ _STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
 
 def _config(point: pd.Series, max_batch: int) -> ServeConfig:
     prefill_first = point["backend"] == "sglang"
-    budget = max(BATCH_TOKEN_BUDGET, int(point["isl"]) // (1 if prefill_first else 8))
+    isl, osl = int(point["isl"]), int(point["osl"])
+    # prefill-first engines take whole prompts, a recompute-preempted one with its output
+    budget = max(BATCH_TOKEN_BUDGET, isl + osl if prefill_first else isl // 8)
+    layout = point_layout(point)
     return ServeConfig(model=point["model"], gpu=point["device"], tp=int(point["tp"]),
                        pp=int(point["pp"]), max_batch=max_batch, max_batch_tokens=budget,
                        scheduler="vllm-v0" if prefill_first else "vllm-v1",
                        precision=point_precision(point), host_overlap=True,
-                       max_context=int(point["isl"]) + int(point["osl"]))
+                       max_context=int(point["isl"]) + int(point["osl"]),
+                       ep=layout["ep"], attention_dp=layout["dp"], replicas=layout["dp"])
 
 
 def _step_model(point: pd.Series, time_model: ExecutionTimeModel | None) -> ServingStepModel:
+    layout = point_layout(point)
     key = (point["model"], point["device"], int(point["tp"]), int(point["pp"]),
+           layout["ep"], layout["dp"],
            point["precision"], int(point["isl"]) + int(point["osl"]), id(time_model))
     if key not in _STEP_MODELS:  # holding time_model keeps its id() unique
         config = _config(point, max(1024, int(point["concurrency"])))
@@ -72,7 +83,8 @@ def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None
     conc = int(point["concurrency"])
     workload = make_workload(ROUNDS * conc, arrival="closed_loop", concurrency=conc,
                              max_tokens=None, seed=0, **benchmark_lengths(point))
-    result = simulate(_config(point, conc), workload, step_model=_step_model(point,
+    per_rank = -(-conc // point_layout(point)["dp"])  # the router spreads the client's load
+    result = simulate(_config(point, per_rank), workload, step_model=_step_model(point,
                                                                                time_model))
     s = result.summary()
     return float(s["ttft_s"]["mean"]), float(s["tpot_s"]["mean"])

@@ -10,22 +10,14 @@ from perfcast.serve import ServeConfig, Workload, make_workload, simulate, simul
 H100 = {"gpu": "h100-sxm", "scheduler": "vllm-v1"}
 
 
-def _fake_step_s(prefill_tokens=(), prefill_context=(), decode_context=()):
-    tokens = sum(prefill_tokens) + len(decode_context)
-    keys = sum(decode_context) + sum(q * c + q * (q + 1) / 2
-                                     for q, c in zip(prefill_tokens, prefill_context,
-                                                     strict=True))
-    return 4e-3 + 2e-5 * tokens + 1e-8 * keys
-
-
 def test_time_slicing_priced_by_hand(fake_step_model):
     """Two models, one request each at t=0: A's prefill, then B's (it waited), then their
     decode steps alternate, so each decode gap is both models' step."""
     config = ServeConfig(model="llama-2-7b", **H100)
     one = Workload(np.zeros(1), np.array([200]), np.array([3]))
     a, b = simulate_colocated([config, config], [one, one], step_models=[fake_step_model] * 2)
-    p, d1, d2 = _fake_step_s((200,), (0,)), _fake_step_s((), (), (201,)), \
-        _fake_step_s((), (), (202,))
+    step_s = fake_step_model.step_time_s
+    p, d1, d2 = step_s((200,), (0,)), step_s((), (), (201,)), step_s((), (), (202,))
     assert a.requests["ttft_s"][0] == pytest.approx(p, rel=1e-12)
     assert b.requests["ttft_s"][0] == pytest.approx(2 * p, rel=1e-12)
     assert a.requests["e2e_s"][0] == pytest.approx(2 * p + d1 + d1 + d2, rel=1e-12)
@@ -48,7 +40,7 @@ def test_i41_two_7b_models_on_one_h100_against_dedicated_gpus():
             assert s["kv_blocks"] < a["kv_blocks"]
 
 
-def test_an_mps_partition_slows_steps_by_its_share(fake_step_model, real_step_model):
+def test_an_mps_partition_slows_steps_by_its_share(real_step_model):
     config = ServeConfig(model="llama-2-7b", gpu="a100-sxm4-80gb", scheduler="vllm-v1")
     w = make_workload(30, qps=1.0, lengths="fixed", prompt_tokens=300, output_tokens=100)
     full = simulate(config, w, step_model=real_step_model).summary()

@@ -12,14 +12,6 @@ from perfcast.specs import ParallelPlan
 POOL = {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "scheduler": "vllm-v1"}
 
 
-def _fake_step_s(prefill_tokens=(), prefill_context=(), decode_context=()):
-    tokens = sum(prefill_tokens) + len(decode_context)
-    keys = sum(decode_context) + sum(q * c + q * (q + 1) / 2
-                                     for q, c in zip(prefill_tokens, prefill_context,
-                                                     strict=True))
-    return 4e-3 + 2e-5 * tokens + 1e-8 * keys
-
-
 def test_one_request_priced_by_hand(fake_step_model):
     """Prefill pool: 1,000-token prefill. Link: latency + KV bytes / bandwidth. Decode pool:
     the first token's KV with 1,000 cached tokens (yields token 2), then one decode step."""
@@ -30,11 +22,12 @@ def test_one_request_priced_by_hand(fake_step_model):
     link = r.link
     kv_bytes = 1000 * kv_bytes_per_token(config.model_spec, config.precision, ParallelPlan())
     transfer = link.latency_s + kv_bytes / (link.bandwidth_bps * link.bus_efficiency)
-    prefill = _fake_step_s((1000,), (0,))
+    step_s = fake_step_model.step_time_s
+    prefill = step_s((1000,), (0,))
     req = r.requests
     assert req["kv_transfer_s"][0] == pytest.approx(transfer, rel=1e-12)
     assert req["ttft_s"][0] == pytest.approx(prefill + transfer, rel=1e-12)
-    decode = _fake_step_s((1,), (1000,)) + _fake_step_s((), (), (1002,))
+    decode = step_s((1,), (1000,)) + step_s((), (), (1002,))
     assert req["e2e_s"][0] == pytest.approx(prefill + transfer + decode, rel=1e-12)
     assert req["tpot_s"][0] == pytest.approx(decode / 2, rel=1e-12)
 

@@ -12,15 +12,6 @@ from perfcast.serve import ServeConfig, Workload, make_workload, simulate
 BASE = {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb"}
 
 
-def _fake_step_s(prefill_tokens=(), prefill_context=(), decode_context=()):
-    """The conftest LinearStepModel's arithmetic, for hand-derived expectations."""
-    tokens = sum(prefill_tokens) + len(decode_context)
-    keys = sum(decode_context) + sum(q * c + q * (q + 1) / 2
-                                     for q, c in zip(prefill_tokens, prefill_context,
-                                                     strict=True))
-    return 4e-3 + 2e-5 * tokens + 1e-8 * keys
-
-
 @pytest.mark.parametrize("scheduler", ["vllm-v0", "vllm-v1", "sarathi"])
 def test_second_request_prefills_only_what_is_not_cached(fake_step_model, scheduler):
     """Two prompts sharing a 2,048-token system prompt (128 blocks of 16), the second sent
@@ -33,8 +24,9 @@ def test_second_request_prefills_only_what_is_not_cached(fake_step_model, schedu
     r = simulate(config, w, step_model=fake_step_model)
     req = r.requests
     assert req["prefix_hit_tokens"].tolist() == [0, 2048]
-    assert req["ttft_s"][1] == pytest.approx(_fake_step_s((100,), (2048,)), rel=1e-12)
-    assert req["ttft_s"][0] == pytest.approx(_fake_step_s((2148,), (0,)), rel=1e-12)
+    step_s = fake_step_model.step_time_s
+    assert req["ttft_s"][1] == pytest.approx(step_s((100,), (2048,)), rel=1e-12)
+    assert req["ttft_s"][0] == pytest.approx(step_s((2148,), (0,)), rel=1e-12)
     assert r.summary()["prefix_hit_ratio"] == pytest.approx(2048 / (2 * 2148))
     off = simulate(config.model_copy(update={"prefix_caching": False}), w,
                    step_model=fake_step_model)

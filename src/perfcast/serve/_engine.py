@@ -266,8 +266,8 @@ def _result(sim: _Simulation) -> ServeResult:
     single = [np.asarray(g.itl_single, dtype=float) for g in logs]
     runs = [v for g in logs for v, _ in g.itl_runs]
     weights = [np.ones(len(s)) for s in single] + \
-        [np.broadcast_to(np.asarray(w, dtype=float), len(v)) for g in logs
-         for v, w in g.itl_runs]
+        [np.full(len(v), float(w)) if np.isscalar(w) else np.asarray(w, dtype=float)
+         for g in logs for v, w in g.itl_runs]
     timelines = ({i: g.frame() for i, g in enumerate(logs)}
                  if logs[0].timeline is not None else None)
     return ServeResult(requests, replicas, np.concatenate([*single, *runs, np.array([])]),

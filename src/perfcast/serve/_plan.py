@@ -59,10 +59,11 @@ def preempt_tail(rep: Replica, req: Requests, swap: bool) -> float:
 
 def grow_decodes(rep: Replica, req: Requests, plan: Plan, swap: bool) -> None:
     """Make room for the decode set's next token (preempting from the tail), reserve it."""
-    while rep.members and rep.step_growth() > rep.kv.free:
+    growth = rep.growth if rep.step_tokens == 1 else rep.step_growth
+    while rep.members and growth() > rep.kv.free:
         plan.swap_s += preempt_tail(rep, req, swap)
         plan.preempted += 1
-    rep.kv.allocate(rep.step_growth())
+    rep.kv.allocate(growth())
     plan.decode = bool(rep.members)
 
 

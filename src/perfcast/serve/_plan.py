@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from perfcast.serve._state import Replica, Requests
 
-__all__ = ["Plan", "admit", "grow_decodes", "preempt_tail", "prefix_hits", "preloaded",
-           "release_blocks"]
+__all__ = ["Plan", "admit", "cache_own_blocks", "grow_decodes", "preempt_tail", "prefix_hits",
+           "preloaded", "release_blocks"]
 
 
 @dataclass(slots=True)
@@ -59,11 +59,10 @@ def preempt_tail(rep: Replica, req: Requests, swap: bool) -> float:
 
 def grow_decodes(rep: Replica, req: Requests, plan: Plan, swap: bool) -> None:
     """Make room for the decode set's next token (preempting from the tail), reserve it."""
-    growth = rep.growth if rep.step_tokens == 1 else rep.step_growth
-    while rep.members and growth() > rep.kv.free:
+    while rep.members and rep.step_growth() > rep.kv.free:
         plan.swap_s += preempt_tail(rep, req, swap)
         plan.preempted += 1
-    rep.kv.allocate(growth())
+    rep.kv.allocate(rep.step_growth())
     plan.decode = bool(rep.members)
 
 
@@ -80,6 +79,17 @@ def preloaded(req: Requests, rid: int, hit_blocks: int, block_size: int) -> int:
     return max(hit_blocks * block_size, req.preloaded[rid])
 
 
+def cache_own_blocks(rep: Replica, req: Requests, rid: int, computed: int) -> None:
+    """With prefix caching, the sequence's full blocks of shared content among its
+    `computed` tokens join the cache (held by it) past the ones it already holds there."""
+    cache, held = rep.prefix, req.cached_blocks[rid]
+    if cache is None or req.group[rid] < 0:
+        return
+    full = min(computed, req.shared[rid]) // rep.kv.block_size
+    if full > held:
+        req.cached_blocks[rid] = held + cache.insert(req.group[rid], held, full)
+
+
 def release_blocks(rep: Replica, req: Requests, rid: int, computed: int) -> None:
     """Free a leaving sequence's KV: reserved blocks, or its private blocks and its
     references to cached ones, after caching its own full blocks of shared content."""
@@ -87,13 +97,11 @@ def release_blocks(rep: Replica, req: Requests, rid: int, computed: int) -> None
     if reserved:
         rep.kv.release(reserved)
         return
-    cache, cached = rep.prefix, req.cached_blocks[rid]
-    if cache is not None and req.group[rid] >= 0:
-        full = min(computed, req.shared[rid]) // rep.kv.block_size
-        cached += cache.insert(req.group[rid], cached, full)
+    cache_own_blocks(rep, req, rid, computed)
+    cached = req.cached_blocks[rid]
     rep.kv.release(rep.kv.blocks_for(computed) - cached)
     if cached:
-        cache.release(req.group[rid], cached)
+        rep.prefix.release(req.group[rid], cached)
     req.cached_blocks[rid] = 0
 
 

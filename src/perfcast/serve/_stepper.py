@@ -18,7 +18,7 @@ import numpy as np
 
 from perfcast.serve._cost import StepCost
 from perfcast.serve._metrics import StepLog
-from perfcast.serve._plan import Plan, release_blocks
+from perfcast.serve._plan import Plan, cache_own_blocks, release_blocks
 from perfcast.serve._schedulers import Scheduler
 from perfcast.serve._spec import SpecDecoding
 from perfcast.serve._state import Replica, Requests
@@ -70,14 +70,8 @@ class Stepper:
         elif plan.stable and n:
             step = self._run(rep, plan, n, now_s, horizon_s)
         elif self.cost.fast:
-            req, pt, pk, pairs = self.req, 0, 0, 0
-            for rid, q in plan.prefill:  # the statistics scalar_stats gives, same arithmetic
-                c = req.computed[rid]
-                pt += q
-                pk += c
-                pairs += q * c + q * (q + 1) / 2
-            d = self.cost.stats_s(float(pt), float(len(plan.prefill)), float(pt + pk),
-                                  float(pairs), float(n), float(rep.decode_keys(0) if n else 0))
+            d = self.cost.stats_s(*self._prefill_stats(plan), float(n),
+                                  float(rep.decode_keys(0) if n else 0))
             d += plan.swap_s
             step = Step(plan, [d], [now_s + d], None, n)  # lists: one step needs no numpy
         else:
@@ -91,6 +85,17 @@ class Stepper:
         if rep.unreported or rep.unreported_done:
             self._report(rep, float(step.ends[0]))
         return float(step.ends[-1])
+
+    def _prefill_stats(self, plan: Plan) -> tuple[float, float, float, float]:
+        """The plan's prefill chunks as `scalar_stats` gives them (same arithmetic): new
+        tokens, sequences, keys (cached + new) and causal query-key pairs."""
+        req, pt, pk, pairs = self.req, 0, 0, 0
+        for rid, q in plan.prefill:
+            c = req.computed[rid]
+            pt += q
+            pk += c
+            pairs += q * c + q * (q + 1) / 2
+        return float(pt), float(len(plan.prefill)), float(pt + pk), float(pairs)
 
     def _report(self, rep: Replica, at_s: float) -> None:
         """Outputs of the previous step reach the client when this one ends (output_lag)."""
@@ -160,11 +165,8 @@ class Stepper:
         of them while the decode set is stable: each member gains the step's drawn yield;
         the run stops at the step where a member reaches its last token, where KV growth
         would not fit, or at the first step ending at or after the horizon."""
-        req, spec, cost = self.req, self.spec, self.cost
-        pt = ps = pk = pairs = 0.0
-        for rid, q in plan.prefill:
-            c = req.computed[rid]
-            pt, ps, pk, pairs = pt + q, ps + 1, pk + c + q, pairs + q * c + q * (q + 1) / 2
+        spec, cost = self.spec, self.cost
+        pt, ps, pk, pairs = self._prefill_stats(plan)
         if not n:  # prefill only: the draft model prefills too
             d = spec.price(cost, pt, ps, pk, pairs, 0, 0.0) + plan.swap_s
             return Step(plan, [d], [now_s + d], None, 0)
@@ -223,16 +225,12 @@ class Stepper:
                 done.append((rid, end))
                 self._release(rep, rid, computed, end)
         end = float(step.ends[-1])
-        cache = rep.prefix
         for rid, t in plan.prefill:
             c = req.computed[rid] + t
             req.computed[rid] = c
             rep.prefill_kv_tokens += t
-            if cache is not None and req.group[rid] >= 0:  # its full shared blocks join
-                held = req.cached_blocks[rid]
-                full = min(c, req.shared[rid]) // kv.block_size
-                if full > held:
-                    req.cached_blocks[rid] = held + cache.insert(req.group[rid], held, full)
+            if rep.prefix is not None:  # its full blocks of shared content join the cache
+                cache_own_blocks(rep, req, rid, c)
             if c < req.prompt[rid] + req.generated[rid]:
                 continue
             gen = req.generated[rid] + 1

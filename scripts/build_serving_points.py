@@ -15,6 +15,15 @@ Concurrency (requests the benchmark client keeps in flight) comes from `silicon_
 `_c_`); `concurrency_source` says which. Rows without a precision are served from the BF16
 HF checkpoint (`precision_source` = 'assumed-bf16'). Judge-only data: nothing is fitted to it.
 
+Disaggregated rows go to serving_disagg_points.csv: each pool's workers, and per worker its
+attention TP `tp`, attention-DP ranks `dp`, experts over `ep` x `moe_tp`, `batch` (prefill or
+decode batch size per attention-DP rank). Workers whose layout perfcast's ParallelPlan cannot
+express (expert TP across attention-DP ranks without EP: moe_tp x ep != tp x dp) or that
+span more than 16 GPUs are left out (15 rows; 5 more repeat others), and so are the 393
+rows without worker or batch counts (the deployment's GPU count is unknown). Concurrency
+comes from the id's `_cNN_` (equal, where both exist, to decode batch x decode workers x
+decode attention-DP ranks).
+
     python scripts/build_serving_points.py [--shared ../shared/data]
 """
 
@@ -31,6 +40,8 @@ from perfcast.specs import device_names, get_model
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "src" / "perfcast" / "validate" / "data" / "serving_points.csv"
+OUT_DISAGG = OUT.with_name("serving_disagg_points.csv")
+POOL_MAX_GPUS = 16  # one worker: at most two 8-GPU nodes
 SOURCE = "aiconfigurator/systems/silicon_sample_dev.csv"
 DEVICES = {"h100_sxm": "h100-sxm", "b200_sxm": "b200-sxm"}
 CHECKPOINTS = {"nvidia/Qwen3-32B-NVFP4": "Qwen/Qwen3-32B"}  # quantised copy -> base model
@@ -113,6 +124,52 @@ def derive(shared: Path) -> pd.DataFrame:
                             "concurrency"], kind="stable").reset_index(drop=True)
 
 
+def _pool_columns(df: pd.DataFrame, pool: str) -> tuple[dict, pd.Series]:
+    """One pool's per-worker layout columns, and which rows perfcast can express."""
+    tp = df[f"{pool}_tp_size"].astype(int)
+    dp = df[f"{pool}_attention_dp_size"].fillna(1).astype(int)
+    moe_tp = df[f"{pool}_moe_tp_size"].fillna(0).astype(int)
+    ep = df[f"{pool}_moe_ep_size"].fillna(0).astype(int)
+    moe = df["arch"] == "moe"
+    ok = ~moe | ((ep <= 1) & (dp == 1)) | ((ep > 1) & (tp * dp == moe_tp * ep))
+    ok &= tp * dp <= POOL_MAX_GPUS
+    cols = {f"{pool}_workers": df[f"{pool}_num_workers"].astype(int), f"{pool}_tp": tp,
+            f"{pool}_dp": np.where(moe, dp, 1), f"{pool}_ep": np.where(moe, ep.clip(1), 1),
+            f"{pool}_moe_tp": np.where(moe, moe_tp.where(moe_tp > 0, tp), tp),
+            f"{pool}_batch": df[f"{pool}_batch_size"].astype(int)}
+    return cols, ok
+
+
+def derive_disagg(shared: Path) -> pd.DataFrame:
+    raw = pd.read_csv(shared / SOURCE)
+    df = raw[(raw["mode"] == "disagg") & raw["system"].isin(DEVICES)].copy()
+    df["model"] = df["model_path"].map(_catalog_model)
+    df = df[df["model"].notna()].copy()
+    df["arch"] = np.where(df["model"].map(lambda m: get_model(m).moe is None), "dense", "moe")
+    counted = df[[f"{p}_{c}" for p in ("prefill", "decode")
+                  for c in ("num_workers", "batch_size")]].notna().all(axis=1)
+    df = df[counted].copy()
+    pre, pre_ok = _pool_columns(df, "prefill")
+    dec, dec_ok = _pool_columns(df, "decode")
+    conc = df["id"].str.extract(r"_c(\d+)_")[0].astype(float)
+    keep = pre_ok & dec_ok & conc.notna() & df["precision"].isin(PRECISIONS)
+    out = pd.DataFrame({
+        "point_id": df["id"], "backend": df["backend"], "model": df["model"],
+        "model_path": df["model_path"], "device": df["system"].map(DEVICES),
+        "precision": df["precision"].map(PRECISIONS), "arch": df["arch"],
+        "gemm_quant_mode": df["gemm_quant_mode"].fillna(""),
+        "moe_quant_mode": df["moe_quant_mode"].fillna(""),
+        "isl": df["isl"].astype(int), "osl": df["osl"].astype(int), "concurrency": conc,
+        **pre, **dec, "ttft_s": df["silicon_ttft_ms"] / 1e3,
+        "tpot_s": df["silicon_tpot_ms"] / 1e3,
+        "silicon_data_source": df["silicon_data_source"], "source_file": SOURCE})[keep]
+    out["concurrency"] = out["concurrency"].astype(int)
+    out = out.drop_duplicates(subset=[c for c in out.columns if c != "point_id"])
+    assert out["ttft_s"].gt(0).all() and out["tpot_s"].gt(0).all()
+    return out.sort_values(["model", "device", "backend", "precision", "isl", "osl",
+                            "concurrency"], kind="stable").reset_index(drop=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", default=str(REPO.parent / "shared" / "data"))
@@ -120,6 +177,10 @@ def main() -> None:
     points = derive(Path(args.shared))
     points.to_csv(OUT, index=False, float_format="%.9g")
     print(f"wrote {OUT.relative_to(REPO)}: {len(points)} points, {OUT.stat().st_size} bytes")
+    disagg = derive_disagg(Path(args.shared))
+    disagg.to_csv(OUT_DISAGG, index=False, float_format="%.9g")
+    print(f"wrote {OUT_DISAGG.relative_to(REPO)}: {len(disagg)} points")
+    print(disagg.groupby(["model", "device", "backend", "precision"]).size().to_string())
     print(points.groupby(["arch", "model", "device", "backend", "precision"]).agg(
         n=("point_id", "size"), concurrency=("concurrency", lambda c: sorted(set(c))),
         layouts=("tp", lambda t: sorted(set(zip(t, points.loc[t.index, "dp"],

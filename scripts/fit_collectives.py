@@ -1,4 +1,5 @@
-"""Fit the intra-node collective terms of the cluster presets on measured NCCL all-reduces.
+"""Fit the intra-node collective terms on measured NCCL all-reduces: the cluster presets'
+constants (RingAlphaBeta, CustomAllReduce) and comm/data/nccl_fits.json (NcclModel).
 
 For each preset whose GPU has AIConfigurator NCCL all-reduce measurements in the shipped store
 (2, 4 and 8 GPUs, 512 B - 512 MB; CUDA-event timed kernels), least squares on messages up to
@@ -9,19 +10,35 @@ from TensorRT-LLM's custom all-reduce measured the same way (`trtllm_custom`): l
 on messages up to 64 KB gives t = base + (N-1) peer. Results go into specs/data/clusters.json
 with their source; presets without measurements keep their values.
 
+comm/data/nccl_fits.json: per measured GPU, `perfcast.comm.fit_link` on all its NCCL
+all-reduce medians (base, alpha, and a bus efficiency that grows with the bytes each GPU
+sends, with a ceiling per group size); all-gather, reduce-scatter and all-to-all are not
+fitted (`perfcast validate collectives` checks them). Send/recv: latency and efficiency of an
+alpha-beta line through Vidur's intra-node send/recv, where Vidur measured the GPU. Presets
+whose GPU has no measurements get their STAND_IN's entry. The NVLS check: NVLink SHARP would
+speed up the 8-GPU all-reduce only; its bus bandwidth over the all-gather's is compared at 8
+and at 2 GPUs.
+
     python scripts/fit_collectives.py
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from perfcast.comm import fit_link, fit_p2p
 from perfcast.measure import query
+from perfcast.specs import cluster_for, get_device
 
-CLUSTERS = Path(__file__).resolve().parents[1] / "src/perfcast/specs/data/clusters.json"
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTERS = ROOT / "src/perfcast/specs/data/clusters.json"
+FITS = ROOT / "src/perfcast/comm/data/nccl_fits.json"
+P2P_OPS = {"a100-sxm4-80gb": "nccl:a100_dgx", "h100-sxm": "nccl:h100_dgx"}
 # presets whose GPU has no measurements of its own, and the measured GPU of the same NVLink
 # generation standing in for it
 STAND_IN = {"a100-sxm4-40gb": "a100-sxm4-80gb"}
@@ -84,6 +101,78 @@ def main() -> None:
                 f"{one['base'] * 1e6:.2f} us, {one['peer'] * 1e6:.3f} us per extra peer")
             print(preset["name"], preset["sources"]["intra_node.one_shot"])
     CLUSTERS.write_text(json.dumps(doc, indent=1) + "\n")
+    write_nccl_fits(presets)
+
+
+def _medians(device: str, family: str) -> pd.DataFrame:
+    return query("select n, m, median(latency_s) t from kernels where source='aiconfigurator' "
+                 f"and op='nccl' and family='{family}' and device='{device}' "
+                 "group by n, m order by n, m")
+
+
+def p2p_terms(device: str, bandwidth_bps: float) -> tuple[float | None, float | None]:
+    """(latency, efficiency) of t = latency + bytes / (bandwidth x efficiency), fit_p2p on
+    all of Vidur's intra-node send/recv rows of the GPU."""
+    if device not in P2P_OPS:
+        return None, None
+    rows = query("select m, latency_s t from kernels where source='vidur' and "
+                 f"family='sendrecv' and op='{P2P_OPS[device]}'")
+    latency, bandwidth = fit_p2p(rows["m"], rows["t"])
+    return latency, min(bandwidth / bandwidth_bps, 1.0)
+
+
+def nvls_ratio(device: str) -> dict[int, float]:
+    """All-reduce over all-gather bus bandwidth at >= 256 MB, per group size."""
+    out = {}
+    ar, ag = _medians(device, "allreduce"), _medians(device, "allgather")
+    for n in (2, 8):
+        a, g = (d[(d["n"] == n) & (d["m"] >= LARGE_BYTES)] for d in (ar, ag))
+        if len(a) and len(g):
+            out[n] = float(np.median(2 * a["m"] / a["t"]) / np.median(g["m"] / g["t"]))
+    return out
+
+
+def write_nccl_fits(presets: list[dict]) -> None:
+    devices = query("select distinct device from kernels where source='aiconfigurator' and "
+                    "op='nccl' and family='allreduce' order by device")["device"].tolist()
+    links, ratios = {}, {}
+    for device in devices:
+        link = cluster_for(get_device(device)).intra_node
+        rows = _medians(device, "allreduce")
+        fit = fit_link(link.kind.value, rows["n"], rows["m"], rows["t"], link.bandwidth_bps,
+                       measured_device=device)
+        p2p, p2p_eff = p2p_terms(device, link.bandwidth_bps)
+        sizes = "-".join(str(int(s)) for s in fit.group_sizes)
+        source = (f"scripts/fit_collectives.py: fit_link on {len(rows)} AIConfigurator NCCL "
+                  f"all-reduce medians of {device} ({sizes} GPUs, 512 B - 512 MB; "
+                  f"shared/data/aiconfigurator, in the shipped store) over {link.kind.value} "
+                  f"at {link.bandwidth_bps / 1e9:.0f} GB/s")
+        if p2p is not None:
+            source += (f"; send/recv: fit_p2p on Vidur {P2P_OPS[device]} send/recv medians "
+                       f"(shared/data/vidur-profiling), {p2p * 1e6:.2f} us + bytes at "
+                       f"{p2p_eff:.3f} of the link")
+        links[device] = replace(fit, p2p_base_s=p2p, p2p_efficiency=p2p_eff, source=source)
+        if link.kind.value == "nvswitch" and 8 in fit.group_sizes:
+            ratios[device] = nvls_ratio(device)
+        print(device, json.dumps(links[device].to_json()))
+    for preset in presets:
+        stand_in = STAND_IN.get(preset["device"])
+        if stand_in in links and preset["device"] not in links:
+            links[preset["device"]] = replace(
+                links[stand_in], source=f"stand-in: {stand_in}'s fit; " + links[stand_in].source)
+    shown = "; ".join(f"{d} {r[8]:.2f} at 8 GPUs, {r[2]:.2f} at 2" for d, r in ratios.items())
+    nvls = ("AIConfigurator all-reduce / all-gather bus bandwidth at >= 256 MB: " + shown
+            + ". NVLink SHARP would raise the 8-GPU all-reduce alone; no NVSwitch GPU's "
+            "8-GPU ratio exceeds its 2-GPU ratio, so the data support no NVLS term")
+    if any(r[8] > r[2] for r in ratios.values()):
+        nvls = nvls.replace("no NVSwitch GPU's 8-GPU ratio exceeds its 2-GPU ratio, so the data "
+                            "support no NVLS term", "some 8-GPU ratios exceed the 2-GPU ones, "
+                            "but no NVLS term is fitted yet")
+    doc = {"provenance": "written by scripts/fit_collectives.py; LinkFit per catalog GPU",
+           "nvls": nvls, "links": {d: links[d].to_json() for d in sorted(links)}}
+    FITS.parent.mkdir(parents=True, exist_ok=True)
+    FITS.write_text(json.dumps(doc, indent=1) + "\n")
+    print(nvls)
 
 
 if __name__ == "__main__":

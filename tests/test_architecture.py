@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
 
 # Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
 RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "compose": 4,
-        "measure": 4, "serve": 5, "validate": 6, "cli": 9}
+        "measure": 4, "serve": 5, "train": 5, "validate": 6, "cli": 9}
 
 PUBLIC = {
     "perfcast.specs": {
@@ -36,7 +36,10 @@ PUBLIC = {
         "run_gpu_sweep", "run_torch_cpu_sweep", "sample_per_group", "time_torch_call", "to_ops",
         "torch_sweep_shapes"},
     "perfcast.comm": {"COLLECTIVES", "CollectiveModel", "CustomAllReduce", "RingAlphaBeta",
-                      "ring_traffic_factor"},
+                      "ring_traffic_factor",
+                      "ALGORITHMS", "LinkFit", "NcclModel", "algorithm_choice",
+                      "bus_bandwidth_factor", "default_collective_model", "fit_link", "fit_p2p",
+                      "nvls_note", "one_shot_times", "shipped_link_fits"},
     "perfcast.compose": {
         "BatchStats", "ServingStepModel",
         "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution",
@@ -45,16 +48,25 @@ PUBLIC = {
         "model_tier", "pipeline_step", "step_time", "step_timeline"},
     "perfcast.validate": {
         "validate_serving_steps",
+        "COLLECTIVE_SPLITS", "collective_table7", "validate_collectives",
+        "disagg_point", "load_disagg_points",
         "MODEL_TARGET_MAPE", "TARGETS", "KernelSplit", "forecast_model_label", "gemm_baseline",
         "gemm_ops", "kernel_residuals", "kernel_splits", "load_gemm_slice",
         "load_layer_op_labels", "load_model_labels", "summarise", "validate_kernels",
         "validate_models", "SERVING_TARGETS", "analytic_point", "engine_point",
         "load_serving_points", "point_precision", "sample_serving_points", "serving_residuals",
-        "validate_serving"},
+        "validate_serving", "TRAINING_METHODS", "TRAINING_TARGET_MAPE", "StackScaled",
+        "load_training_calibration", "load_training_points", "mosaicml_mfu",
+        "points_from_csv", "roofline_point", "training_job", "training_point",
+        "training_residuals", "validate_training"},
     "perfcast.serve": {
         "ARRIVALS", "LENGTHS", "ROUTERS", "SCHEDULERS", "DisaggResult", "MemoryPlan",
         "ServeConfig", "ServeResult", "Workload", "make_workload", "plan_memory", "simulate",
         "simulate_colocated", "simulate_disaggregated", "step_model_for"},
+    "perfcast.train": {
+        "FLOP_CONVENTION", "RECOMPUTE", "SWEEP_COLUMNS", "RLHFForecast", "TrainForecast",
+        "TrainJob", "activation_bytes_per_layer", "build_schedule", "default_time_model",
+        "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision"},
     "perfcast.cli": {"app", "main"},
 }
 

@@ -4,7 +4,13 @@ checked against the physical relation it is about."""
 import pytest
 
 from perfcast.ops import kv_bytes_per_token
-from perfcast.serve import ServeConfig, make_workload, simulate, simulate_disaggregated
+from perfcast.serve import (
+    ServeConfig,
+    make_workload,
+    simulate,
+    simulate_disaggregated,
+    step_model_for,
+)
 from perfcast.specs import ParallelPlan
 
 
@@ -67,3 +73,36 @@ def test_i54_disaggregated_pools_against_colocated_on_16_h100():
     assert req["kv_transfer_s"].to_numpy() == pytest.approx(hand.to_numpy(), rel=1e-12)
     assert ds["tpot_s"]["p90"] < cs["tpot_s"]["p90"]  # decode steps carry no prefill
     assert ds["goodput_req_s"] > 0 and cs["goodput_req_s"] > 0
+
+
+I54_POOL = {"model": "llama-2-70b", "cluster": "dgx-h100", "tp": 4, "scheduler": "vllm-v1",
+            "replicas": 2}
+
+
+def _i54_goodput(qps: float, tpot_slo_s: float) -> tuple[float, float]:
+    """(disaggregated, co-located) goodput in req/s at `qps` (SLO TTFT < 2 s)."""
+    w = make_workload(int(40 * qps), qps=qps, lengths="uniform", prompt_tokens=(1500, 3000),
+                      output_tokens=(100, 400), seed=4)
+    d = simulate_disaggregated(ServeConfig(**I54_POOL), ServeConfig(**I54_POOL), w)
+    c = simulate(ServeConfig(**I54_POOL | {"replicas": 4}), w)
+    return (d.summary(2.0, tpot_slo_s)["goodput_req_s"],
+            c.summary(2.0, tpot_slo_s)["goodput_req_s"])
+
+
+
+def test_i54_goodput_sweep_prefill_pool_capacity_decides():
+    """The QPS sweep of I5.4. The 2xTP4 prefill pool serves at most 2 / t_prefill(2250 tokens)
+    requests per second (the mean prompt; 12.5 req/s here): past it prompts queue and TTFT
+    breaks its 2 s SLO, while four co-located replicas still have prefill capacity to spare.
+    Below it, with a tight TPOT SLO (30 ms), disaggregation wins: its decode steps carry no
+    prefill chunks."""
+    sm = step_model_for(ServeConfig(**I54_POOL), None)
+    capacity_qps = 2 / sm.step_time_s(prefill_tokens=(2250,), prefill_context=(0,))
+    assert 10 < capacity_qps < 16
+    # goodput = requests within SLO / (last completion - first arrival): a 40 s run's drain
+    # tail keeps even an unloaded deployment at ~0.83 of the offered rate
+    over = 1.4 * capacity_qps
+    d_over, c_over = _i54_goodput(over, 0.1)
+    assert d_over < 0.4 * over and c_over > 0.7 * over
+    d_tight, c_tight = _i54_goodput(0.7 * capacity_qps, 0.03)
+    assert d_tight > 0.7 * 0.7 * capacity_qps and d_tight > 1.5 * c_tight

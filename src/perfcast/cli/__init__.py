@@ -6,10 +6,12 @@ import typer
 
 from perfcast.cli._calibrate import calibrate
 from perfcast.cli._catalog_cmds import hardware_app, models
+from perfcast.cli._collective import collective
 from perfcast.cli._infer import infer
 from perfcast.cli._measure import measure
 from perfcast.cli._serve import serve
 from perfcast.cli._step import step
+from perfcast.cli._train import train
 from perfcast.cli._validate import validate_app
 
 __all__ = ["app", "main"]
@@ -22,9 +24,11 @@ app.add_typer(hardware_app, name="hardware")
 app.command("models")(models)
 app.command("infer")(infer)
 app.command("step")(step)
+app.command("train")(train)
 app.command("serve")(serve)
 app.command("measure")(measure)
 app.command("calibrate")(calibrate)
+app.command("collective")(collective)
 app.add_typer(validate_app, name="validate")
 
 

@@ -195,12 +195,20 @@ def _models_markdown(rows, target: float) -> str:
 SERVING_METHODS = ("perfcast", "sum_of_kernels", "roofline")
 
 
-def _serving_callable(method: str):
+DISAGG_METHODS = ("perfcast", "roofline")
+
+
+def _serving_callable(method: str, mode: str = "agg"):
+    """agg: the serve engine (perfcast) or one-step analytic baselines; disagg: both pools
+    simulated, with perfcast's kernel model or with the plain roofline."""
     from functools import partial
 
     from perfcast.kernels import RooflineModel
-    from perfcast.validate import analytic_point, engine_point
+    from perfcast.validate import analytic_point, disagg_point, engine_point
 
+    if mode == "disagg":
+        return {"perfcast": disagg_point,
+                "roofline": partial(disagg_point, time_model=RooflineModel())}[method]
     return {"perfcast": engine_point, "sum_of_kernels": analytic_point,
             "roofline": partial(analytic_point, time_model=RooflineModel())}[method]
 
@@ -215,6 +223,12 @@ def serving_cmd(
         help="Sample this many points per model x device x backend x precision.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the per-group sample.")] = 0,
     arch: Annotated[str, typer.Option(help="dense, moe or all points.")] = "all",
+    mode: Annotated[str, typer.Option(
+        help="agg (aggregated serving points) or disagg (prefill/decode pools; methods "
+             "perfcast and roofline, both simulated).")] = "agg",
+    by: Annotated[str, typer.Option(
+        help="Group errors by model, or by technique (dense/moe x precision x disagg).")
+                  ] = "model",
     exclude_seed: Annotated[int | None, typer.Option(
         help="Leave out the points the sample of this seed picks (a held-out check of "
              "choices made while looking at that sample).")] = None,
@@ -227,15 +241,19 @@ def serving_cmd(
 
     from perfcast.validate import (
         SERVING_TARGETS,
+        load_disagg_points,
         load_serving_points,
         sample_serving_points,
         validate_serving,
     )
 
-    methods = method or list(SERVING_METHODS)
+    if mode not in ("agg", "disagg"):
+        raise InputError("mode", f"unknown {mode!r}", ("agg", "disagg"))
+    allowed = DISAGG_METHODS if mode == "disagg" else SERVING_METHODS
+    methods = method or list(allowed)
     for m in methods:
-        if m not in SERVING_METHODS:
-            raise InputError("method", f"unknown method {m!r}", SERVING_METHODS)
+        if m not in allowed:
+            raise InputError("method", f"unknown method {m!r} for --mode {mode}", allowed)
     if points_per_group is not None and points_per_group < 1:
         raise InputError("points_per_group", f"must be >= 1, got {points_per_group}", ">= 1")
     if out is not None and out.exists() and not out.is_dir():
@@ -243,7 +261,7 @@ def serving_cmd(
     for name, value in (("seed", seed), ("exclude_seed", exclude_seed)):
         if value is not None and value < 0:
             raise InputError(name, f"must be >= 0, got {value}", ">= 0")
-    points = load_serving_points()
+    points = load_disagg_points() if mode == "disagg" else load_serving_points()
     if arch not in ("dense", "moe", "all"):
         raise InputError("arch", f"unknown {arch!r}", ("dense", "moe", "all"))
     if arch != "all":
@@ -255,8 +273,13 @@ def serving_cmd(
         seen = sample_serving_points(points, points_per_group, exclude_seed)["point_id"]
         points = points[~points["point_id"].isin(seen)]
     points = sample_serving_points(points, points_per_group, seed)
-    rows = pd.concat([validate_serving(_serving_callable(m), points, method=m)
-                      for m in methods], ignore_index=True)
+    parts = [validate_serving(_serving_callable(m, mode), points, method=m, by=by)
+             for m in methods]
+    rows = pd.concat(parts, ignore_index=True)
+    # points a method refused (InputError: e.g. the deployment does not fit in memory)
+    skipped = [{"method": m, "point_id": pid, "reason": why}
+               for m, part in zip(methods, parts, strict=True)
+               for pid, why in part.attrs["skipped"]]
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         rows.to_csv(out / "serving.csv", index=False)
@@ -267,12 +290,120 @@ def serving_cmd(
             f"(validate/data/README.md), {len(points)} of them (sample seed {seed}"
             + ("" if exclude_seed is None else f", without seed {exclude_seed}'s points")
             + ("" if arch == "all" else f", {arch} models only")
+            + (", disaggregated" if mode == "disagg" else "")
             + ").", "",
-            _md_table(rows), ""]))
+            _md_table(rows), "",
+            *[f"- skipped ({k['method']}) {k['point_id']}: {k['reason']}" for k in skipped],
+            ""]))
     if json_out:
-        emit_json({"rows": rows.to_dict("records"), "targets": SERVING_TARGETS})
+        emit_json({"rows": rows.to_dict("records"), "targets": SERVING_TARGETS,
+                   "skipped": skipped})
         return
     wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
                             values="median_ape")
     Console().print(wide.round(3).to_string())
     Console().print(f"targets (median APE): {SERVING_TARGETS}")
+    for k in skipped:
+        Console().print(f"skipped ({k['method']}) {k['point_id']}: {k['reason']}")
+
+
+TRAINING_BY = {"device": "metric", "scale": "scale", "model": "model"}
+TRAINING_SPLITS = ("all", "heldout_device", "heldout_model")
+
+
+@validate_app.command("training")
+@guarded
+def training_cmd(
+    method: Annotated[list[str] | None, typer.Option(
+        help="roofline (plain roofline + alpha-beta ring: the baseline), sum_of_kernels "
+             "(calibrated kernels, default collectives) or perfcast (sum_of_kernels with "
+             "training-stack factors fitted held out; held-out splits only).")] = None,
+    split: Annotated[list[str] | None, typer.Option(
+        help="all, heldout_device (factors fitted on the other GPU generation) or "
+             "heldout_model (on the same generation's other models); default: all three.")
+                     ] = None,
+    by: Annotated[str, typer.Option(
+        help="Group errors per device, per GPU-count bucket (scale) or per model.")
+                  ] = "device",
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """MAPE of tokens/s and MFU against MosaicML's measured MPT training grid (216 runs)."""
+    from perfcast.validate import TRAINING_METHODS, TRAINING_TARGET_MAPE, validate_training
+
+    methods = tuple(method or TRAINING_METHODS)
+    splits = tuple(split or TRAINING_SPLITS)
+    for m in methods:
+        if m not in TRAINING_METHODS:
+            raise InputError("method", f"unknown method {m!r}", TRAINING_METHODS)
+    for name in splits:
+        if name not in TRAINING_SPLITS:
+            raise InputError("split", f"unknown split {name!r}", TRAINING_SPLITS)
+    if by not in TRAINING_BY:
+        raise InputError("by", f"unknown grouping {by!r}", list(TRAINING_BY))
+    rows = validate_training(methods=methods, splits=splits)
+    rows = rows[rows["by"] == TRAINING_BY[by]].reset_index(drop=True)
+    if json_out:
+        emit_json({"rows": rows.to_dict("records"), "target_mape": TRAINING_TARGET_MAPE})
+        return
+    wide = rows.pivot_table(index=["split", "device", "group", "n"], columns="method",
+                            values="mape")
+    Console().print(wide.round(3).to_string())
+    Console().print(f"target: MAPE <= {TRAINING_TARGET_MAPE:.0%} (tokens/s and MFU; "
+                    "mfu in MosaicML's FLOP count, mfu_perfcast in perfcast's)")
+
+
+@validate_app.command("collectives")
+@guarded
+def collectives_cmd(
+    split: Annotated[list[str] | None, typer.Option(
+        help="fit, held-out:op, held-out:device, held-out:generation, held-out:source, "
+             "fit:p2p, held-out:multi-node (default: all).")] = None,
+    table7: Annotated[bool, typer.Option(
+        "--table7", help="Also the 8-GPU measured-vs-forecast seconds table.")] = False,
+    out: Annotated[Path | None, typer.Option(
+        help="Directory for collectives.md / collectives.csv.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """Collective MAPE per split x device x collective/size regime, beside two baselines."""
+    from perfcast.validate import collective_table7, validate_collectives
+
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    rows = validate_collectives(split)
+    table = collective_table7() if table7 else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(out / "collectives.csv", index=False)
+        parts = ["# perfcast validate collectives", "", "MAPE and P90 APE per split, device "
+                 "and `<collective>/<regime>` (small <= 64 KiB, large >= 64 MB).", "",
+                 _md_table(_wide(rows)), ""]
+        if table is not None:
+            parts += ["## 8-GPU collectives: measured vs forecast seconds", "",
+                      _md_table(table), ""]
+        (out / "collectives.md").write_text("\n".join(parts))
+    if json_out:
+        payload = {"rows": rows.to_dict("records")}
+        if table is not None:
+            payload["table7"] = table.to_dict("records")
+        emit_json(payload)
+        return
+    wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
+                            values="mape")
+    Console().print(wide.round(3).to_string())
+    if table is not None:
+        Console().print(_table7(table))
+
+
+def _table7(table) -> Table:
+    out = Table(title="8-GPU collectives: measured vs forecast seconds (*: fitted on)")
+    for col in ("device", "collective", "bytes", "measured s", "perfcast s", "spec a-b s",
+                "APE"):
+        out.add_column(col, justify="left" if col in ("device", "collective") else "right")
+    for r in table.itertuples(index=False):
+        size = next(f"{r.bytes / 2**p:g} {u}" for p, u in ((30, "GiB"), (20, "MiB"),
+                                                          (10, "KiB"), (0, "B"))
+                    if r.bytes >= 2**p)
+        out.add_row(r.device, r.collective + ("*" if r.fitted else ""), size,
+                    f"{r.measured_s:.3g}", f"{r.forecast_s:.3g}", f"{r.spec_alphabeta_s:.3g}",
+                    f"{r.ape:.1%}")
+    return out

@@ -7,12 +7,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from perfcast.errors import InputError
-from perfcast.specs import Cluster
+from perfcast.specs import Cluster, Link
 
 __all__ = ["COLLECTIVES", "CollectiveModel", "CustomAllReduce", "RingAlphaBeta",
-           "ring_traffic_factor"]
+           "one_shot_times", "ring_traffic_factor"]
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast")
 
 
 @runtime_checkable
@@ -27,7 +27,8 @@ def ring_traffic_factor(kind: str, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """(bytes each GPU sends per message byte, sequential latency steps) for a ring.
 
     Patarasuk & Yuan 2009: ring all-reduce sends 2(N-1)/N of the buffer in 2(N-1) steps;
-    all-gather and reduce-scatter are one half of it; all-to-all sends (N-1)/N directly.
+    all-gather and reduce-scatter are one half of it; all-to-all sends (N-1)/N directly;
+    a pipelined (chain) broadcast forwards the whole buffer once in N-1 steps.
     """
     n = np.asarray(n, dtype=float)
     if kind == "allreduce":
@@ -38,6 +39,8 @@ def ring_traffic_factor(kind: str, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
         return (n - 1) / n, n - 1
     if kind == "sendrecv":
         return np.ones_like(n), np.ones_like(n)
+    if kind == "broadcast":
+        return np.ones_like(n), n - 1
     raise InputError("collective", f"unknown collective {kind!r}", COLLECTIVES)
 
 
@@ -79,12 +82,18 @@ class CustomAllReduce:
         group = np.asarray(group_size, dtype=float)
         out = self.ring.collective_times(kind, size, group, cluster)
         for g in np.unique(group[(kind == "allreduce") & (group > 1)]):
-            link = cluster.link_for(int(g))
-            if link.one_shot_base_s is None:
-                continue
             sel = (kind == "allreduce") & (group == g)
-            peers = g - 1
-            one_shot = (link.one_shot_base_s + peers * link.one_shot_peer_s
-                        + peers * size[sel] / (link.bandwidth_bps * link.bus_efficiency))
-            out[sel] = np.minimum(out[sel], one_shot)
+            out[sel] = np.minimum(out[sel], one_shot_times(cluster.link_for(int(g)), size[sel],
+                                                           np.full(sel.sum(), g)))
         return out
+
+
+def one_shot_times(link: Link, size: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """One-shot all-reduce (every GPU reads its N-1 peers' buffers directly): base + (N-1)
+    peer + (N-1) bytes / (bandwidth x efficiency); inf where the link has no measured terms."""
+    size, group = np.asarray(size, dtype=float), np.asarray(group, dtype=float)
+    if link.one_shot_base_s is None:
+        return np.full(len(size), np.inf)
+    peers = group - 1
+    return (link.one_shot_base_s + peers * link.one_shot_peer_s
+            + peers * size / (link.bandwidth_bps * link.bus_efficiency))

@@ -40,6 +40,9 @@ class Link(BaseModel):
         "SGLang on NVLink); None where none was measured")
     one_shot_peer_s: float = Field(
         default=0.0, ge=0, description="one-shot all-reduce cost per additional peer")
+    gpus_per_nic: int = Field(
+        default=1, gt=0, description="GPUs sharing one network adapter (inter-node links; "
+        "bandwidth_bps is then per adapter): 1 = an adapter per GPU, as in DGX/HGX nodes")
 
 
 class Cluster(BaseModel):

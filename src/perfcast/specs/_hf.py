@@ -82,6 +82,42 @@ def _switch_fields(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _mpt_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """MPT (MosaicML llm-foundry MPTConfig): non-gated GELU FFN of expansion_ratio x d_model,
+    LayerNorm, tied embeddings; ALiBi (a bias inside attention, no position kernel), RoPE,
+    or learned positions, which MPTConfig turns off when alibi or rope is on. Missing keys
+    take MPTConfig's defaults (configuration_mpt.py: learned_pos_emb and bias on, alibi
+    off, vocab 50368, tied embeddings)."""
+    attn = config.get("attn_config") or {}
+    ffn = config.get("ffn_config") or {}
+    d_model, heads = _first(config, "d_model"), _first(config, "n_heads")
+    kv_heads = {"multiquery_attention": 1,
+                "grouped_query_attention": attn.get("kv_n_heads") or heads}.get(
+        attn.get("attn_type"), heads)
+    ratio = config.get("expansion_ratio", ffn.get("expansion_ratio", 4))
+    rope, alibi = bool(attn.get("rope")), bool(attn.get("alibi"))
+    learned = bool(config.get("learned_pos_emb", True)) and not (rope or alibi)
+    window = attn.get("sliding_window_size") or -1
+    return {
+        "kind": "decoder",
+        "hidden_size": d_model,
+        "num_layers": _first(config, "n_layers"),
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": d_model // heads,
+        "intermediate_size": int(ratio * d_model),
+        "vocab_size": config.get("vocab_size", 50368),
+        "max_position_embeddings": config.get("max_seq_len", 2048),
+        "gated_mlp": ffn.get("ffn_type") == "mptglu",
+        "activation": "gelu",
+        "norm": "rmsnorm" if "rmsnorm" in str(config.get("norm_type", "")) else "layernorm",
+        "position": "rope" if rope else "learned" if learned else "relative",
+        "tied_embeddings": bool(config.get("tie_word_embeddings", True)),
+        "sliding_window": window if window > 0 else None,
+        "attention_bias": not config.get("no_bias", False),
+    }
+
+
 def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     """ModelSpec keyword arguments from a parsed config.json."""
     if "text_config" in config and "hidden_size" not in config:  # LLaVA-style wrappers
@@ -91,6 +127,8 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     model_type = str(config.get("model_type", "")).lower()
     if model_type == "switch_transformers":
         return {**_switch_fields(config), "model_type": model_type}
+    if model_type == "mpt":
+        return {**_mpt_fields(config), "model_type": model_type}
 
     hidden = _first(config, "hidden_size", "n_embd", "d_model")
     heads = _first(config, "num_attention_heads", "n_head", "num_heads")

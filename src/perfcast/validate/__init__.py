@@ -1,5 +1,10 @@
 """Accuracy of perfcast's forecasts against shipped real measurements."""
 
+from perfcast.validate._collectives import (
+    COLLECTIVE_SPLITS,
+    collective_table7,
+    validate_collectives,
+)
 from perfcast.validate._gemm_baseline import gemm_baseline, gemm_ops, load_gemm_slice
 from perfcast.validate._kernels import (
     TARGETS,
@@ -25,14 +30,36 @@ from perfcast.validate._serving import (
     serving_residuals,
     validate_serving,
 )
+from perfcast.validate._serving_disagg import disagg_point, load_disagg_points
 from perfcast.validate._serving_sim import engine_point
 from perfcast.validate._serving_step import validate_serving_steps
+from perfcast.validate._training import (
+    TRAINING_METHODS,
+    TRAINING_TARGET_MAPE,
+    load_training_points,
+    mosaicml_mfu,
+    points_from_csv,
+    roofline_point,
+    training_job,
+    training_point,
+    training_residuals,
+)
+from perfcast.validate._training_calibration import (
+    StackScaled,
+    load_training_calibration,
+    validate_training,
+)
 
 __all__ = [
+    "COLLECTIVE_SPLITS", "collective_table7", "validate_collectives",
     "MODEL_TARGET_MAPE", "SERVING_TARGETS", "TARGETS", "KernelSplit", "analytic_point",
-    "engine_point", "forecast_model_label", "gemm_baseline", "gemm_ops", "kernel_residuals",
-    "kernel_splits", "load_gemm_slice", "load_layer_op_labels", "load_model_labels",
+    "disagg_point", "engine_point", "forecast_model_label", "gemm_baseline", "gemm_ops",
+    "kernel_residuals", "kernel_splits", "load_disagg_points", "load_gemm_slice",
+    "load_layer_op_labels", "load_model_labels",
     "load_serving_points", "point_precision", "sample_serving_points", "serving_residuals",
     "summarise", "validate_kernels", "validate_models", "validate_serving",
     "validate_serving_steps",
+    "TRAINING_METHODS", "TRAINING_TARGET_MAPE", "StackScaled", "load_training_calibration",
+    "load_training_points", "mosaicml_mfu", "points_from_csv", "roofline_point",
+    "training_job", "training_point", "training_residuals", "validate_training",
 ]

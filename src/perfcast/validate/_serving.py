@@ -29,7 +29,7 @@ __all__ = ["SERVING_TARGETS", "analytic_point", "load_serving_points", "point_pr
 
 SERVING_TARGETS = {"ttft": 0.10, "tpot": 0.07}  # median APE targets (issue 5)
 POINT_COLUMNS = ("point_id", "backend", "model", "device", "precision", "isl", "osl",
-                 "concurrency", "tp", "pp", "ttft_s", "tpot_s")
+                 "concurrency", "ttft_s", "tpot_s")  # layouts: tp/pp (agg) or per pool
 SimulatePoint = Callable[[pd.Series], tuple[float, float]]
 _STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
 
@@ -151,23 +151,46 @@ def _agg(res: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         n="size").reset_index()
 
 
+GROUPINGS = ("model", "technique")
+
+
+def point_technique(points: pd.DataFrame) -> pd.Series:
+    """'<dense|moe>-<precision>[-disagg]' per point: the serving techniques a point
+    exercises (MoE with EP/attention DP, quantisation, prefill/decode disaggregation)."""
+    arch = points["arch"] if "arch" in points else pd.Series("dense", index=points.index)
+    disagg = "-disagg" if "decode_tp" in points else ""
+    return arch.astype(str) + "-" + points["precision"].astype(str) + disagg
+
+
 def validate_serving(simulate_point: SimulatePoint | None = None,
                      points: pd.DataFrame | None = None, *, method: str | None = None,
-                     overall: bool = True) -> pd.DataFrame:
+                     overall: bool = True, by: str = "model") -> pd.DataFrame:
     """Rows in the `validate_kernels` form — split (backend), device, group
-    ('<model>/<ttft|tpot>'), method, mape (mean APE), median_ape, p90_ape (fractions), n —
-    one per split x device x group x method; `overall` adds split='all', device='all',
-    group='all/<metric>' rows. Default callable: `analytic_point` with perfcast's kernel
-    model (method 'sum_of_kernels'); pass `method` to name another callable."""
+    ('<model>/<ttft|tpot>', or '<technique>/<metric>' with by='technique'), method, mape
+    (mean APE), median_ape, p90_ape (fractions), n — one per split x device x group x method;
+    `overall` adds split='all', device='all', group='all/<metric>' rows (and per technique
+    with by='technique'). Default callable:
+    `analytic_point` with perfcast's kernel model (method 'sum_of_kernels'); pass `method` to
+    name another callable."""
+    if by not in GROUPINGS:
+        raise InputError("by", f"unknown grouping {by!r}", GROUPINGS)
     if method is None:
         method = "sum_of_kernels" if simulate_point is None else getattr(
             simulate_point, "__name__", "custom")
+    points = load_serving_points() if points is None else points
     res = serving_residuals(simulate_point, points)
-    res = res.assign(group=res["model"] + "/" + res["metric"])
+    label = res["model"]
+    if by == "technique":
+        label = res["point_id"].map(dict(zip(points["point_id"], point_technique(points),
+                                             strict=True)))
+    res = res.assign(group=label + "/" + res["metric"])
     parts = [_agg(res, ["split", "device", "group"])]
     if overall and len(res):
-        parts.append(_agg(res.assign(split="all", device="all",
-                                     group="all/" + res["metric"]), ["split", "device", "group"]))
+        every = res.assign(split="all", device="all")
+        if by == "technique":  # each technique over every backend and device
+            parts.append(_agg(every, ["split", "device", "group"]))
+        parts.append(_agg(every.assign(group="all/" + res["metric"]),
+                          ["split", "device", "group"]))
     out = pd.concat(parts, ignore_index=True).assign(method=method)
     out = out[["split", "device", "group", "method", "mape", "median_ape", "p90_ape", "n"]]
     out.attrs["skipped"] = res.attrs["skipped"]

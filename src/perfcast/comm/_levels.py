@@ -1,0 +1,143 @@
+"""Per-row algorithm formulas over a cluster's intra-node and inter-node levels.
+
+A group of N consecutive GPUs spans k = ceil(N / gpus_per_node) nodes with g GPUs in each
+(g = N on one node). Intra-node terms: the GPU's LinkFit, else the link's constants. The
+network gives each node A = ceil(g / gpus_per_nic) x bandwidth x efficiency; a ring or tree
+that crosses nodes moves, per node and direction, as many bytes as each GPU does inside it
+(NCCL spreads its channels over the node's NICs), so its rate is min(intra, A).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from perfcast.comm._alphabeta import COLLECTIVES
+from perfcast.comm._fits import LinkFit
+from perfcast.specs import Cluster
+
+__all__ = ["Levels"]
+
+AR, AG, RS, A2A, P2P, BC = (COLLECTIVES.index(k) for k in (
+    "allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast"))
+# ring traffic = SHARE (N-1)/N + WHOLE buffers per GPU, in STEPS (N-1) steps, per code
+_RING_SHARE, _RING_WHOLE, _RING_STEPS = (np.zeros(len(COLLECTIVES)) for _ in range(3))
+for _code, _share, _whole, _steps in ((AR, 2, 0, 2), (AG, 1, 0, 1), (RS, 1, 0, 1),
+                                      (BC, 0, 1, 1)):
+    _RING_SHARE[_code], _RING_WHOLE[_code], _RING_STEPS[_code] = _share, _whole, _steps
+
+
+class Levels:
+    """Intra- and inter-node terms of one cluster for the rows' group sizes."""
+
+    def __init__(self, cluster: Cluster, fit: LinkFit | None, group: np.ndarray):
+        intra, inter = cluster.intra_node, cluster.inter_node
+        self.fit = fit if fit is not None and fit.kind == intra.kind.value else None
+        self.bw_i = intra.bandwidth_bps
+        self.base_i = self.fit.base_s if self.fit else intra.collective_base_s
+        self.alpha_i = self.fit.alpha_s if self.fit else intra.latency_s
+        self.const_eta = intra.bus_efficiency
+        p2p = self.fit is not None and self.fit.p2p_base_s is not None
+        self.p2p_base = self.fit.p2p_base_s if p2p else self.base_i + self.alpha_i
+        self.p2p_eta = self.fit.p2p_efficiency if p2p else None
+        per_node = cluster.gpus_per_node
+        self.n = np.maximum(group, 1.0)
+        self.multi = (self.n > per_node) & (inter is not None)
+        self.g = np.where(self.multi, float(per_node), self.n)
+        self.k = np.where(self.multi, np.ceil(self.n / per_node), 1.0)
+        if inter is None:
+            self.base_x, self.alpha_x, self.net_gpu = 0.0, 0.0, np.inf
+            self.net_node = np.full(len(self.n), np.inf)
+        else:
+            self.base_x, self.alpha_x = inter.collective_base_s, inter.latency_s
+            self.net_gpu = inter.bandwidth_bps * inter.bus_efficiency
+            nics = np.ceil(self.g / inter.gpus_per_nic)
+            self.net_node = np.where(self.multi, nics * self.net_gpu, np.inf)
+        self.ceiling = self.fit.ceiling_for(self.g) if self.fit else None
+
+    def eta(self, traffic: np.ndarray, pair: bool = False) -> np.ndarray | float:
+        """Intra-node bus efficiency of rows whose GPUs each send `traffic` bytes, in a group
+        of g GPUs (`pair`: two GPUs)."""
+        if self.fit is None:
+            return self.const_eta
+        if pair:
+            return self.fit.efficiency(traffic, 2.0)
+        return self.fit.efficiency(traffic, self.g, self.ceiling)
+
+    def intra_phase(self, frac: np.ndarray, steps: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """One ring collective over the g GPUs of a node: base + steps alpha + traffic /
+        (bw eta)."""
+        traffic = frac * size
+        t = self.base_i + steps * self.alpha_i + traffic / (self.bw_i * self.eta(traffic))
+        return np.where(self.g > 1, t, 0.0)
+
+    def _net_share(self) -> np.ndarray:
+        """Network bytes/s of one GPU while every GPU of its node sends."""
+        return self.net_node / self.g
+
+    def ring(self, code: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """Flat ring over all N GPUs (Patarasuk & Yuan 2009): all-reduce sends 2(N-1)/N of the
+        buffer in 2(N-1) steps, all-gather / reduce-scatter half of it; broadcast as a
+        pipelined chain (the whole buffer, N-1 steps). Rows of code AR, AG, RS or BC."""
+        n = self.n
+        frac = _RING_SHARE[code] * (n - 1) / n + _RING_WHOLE[code]
+        steps = _RING_STEPS[code] * (n - 1)
+        traffic = frac * size
+        rate = np.minimum(self.bw_i * self.eta(traffic), self.net_node)
+        alpha = np.where(self.multi, max(self.alpha_i, self.alpha_x), self.alpha_i)
+        return self.base_i + self.multi * self.base_x + steps * alpha + traffic / rate
+
+    def tree_allreduce(self, size: np.ndarray) -> np.ndarray:
+        """Double binary tree (NCCL 2.4): a chain inside each node, binary trees across nodes;
+        each GPU and each node sends 2S (reduce up, broadcast down, pipelined)."""
+        traffic = 2 * size
+        rate = np.minimum(self.bw_i * self.eta(traffic), self.net_node)
+        hops = 2 * (self.g - 1) * self.alpha_i + 2 * np.ceil(np.log2(self.k)) * self.alpha_x
+        return self.base_i + self.multi * self.base_x + hops + traffic / rate
+
+    def _inter(self, code: np.ndarray, shard: np.ndarray) -> np.ndarray:
+        """The network phase of a hierarchical collective: k nodes, `shard` bytes per GPU,
+        every GPU through its share of its node's NICs (ring, or tree for all-reduce)."""
+        k, rate = self.k, self._net_share()
+        frac = np.where(code == AR, 2 * (k - 1) / k, (k - 1) / k)
+        steps = np.where(code == AR, 2 * (k - 1), k - 1)
+        ring = steps * self.alpha_x + frac * shard / rate
+        tree = 2 * np.ceil(np.log2(k)) * self.alpha_x + 2 * shard / rate
+        return self.base_x + np.where(code == AR, np.minimum(ring, tree), ring)
+
+    def hierarchical(self, code: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """Multi-node rows of code AR, AG or RS: intra-node reduce-scatter, network all-reduce
+        of 1/g of the data, intra-node all-gather (all-gather: network then node;
+        reduce-scatter: node then network)."""
+        g = self.g
+        node = self.intra_phase((g - 1) / g, g - 1, size)
+        return np.where(code == AR, 2 * node, node) + self._inter(code, size / g)
+
+    def subset(self, rows: np.ndarray) -> Levels:
+        """The same cluster terms for the rows at integer positions `rows`."""
+        sub = copy.copy(self)
+        for name in ("n", "multi", "g", "k", "net_node", "ceiling"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(sub, name, value.take(rows))
+        return sub
+
+    def alltoall(self, size: np.ndarray) -> np.ndarray:
+        """Every GPU sends S/N to each peer at once: (g-1)/N S inside its node, and its node
+        sends g (N-g)/N S over the network; the slower side bounds the time."""
+        n, g = self.n, self.g
+        local = (g - 1) / n * size
+        inside = local / (self.bw_i * self.eta(local))
+        across = g * (n - g) / n * size / self.net_node
+        alphas = (g - 1) * self.alpha_i + (n - g) * self.alpha_x
+        return self.base_i + self.multi * self.base_x + alphas + np.maximum(inside, across)
+
+    def sendrecv(self, size: np.ndarray) -> np.ndarray:
+        """One GPU to one GPU: its own p2p latency and efficiency where measured (else the
+        2-GPU collective curve), one NIC across nodes (a group wider than a node means the
+        pair sits on two nodes)."""
+        eta = self.eta(size, pair=True) if self.p2p_eta is None else self.p2p_eta
+        inside = self.p2p_base + size / (self.bw_i * eta)
+        across = self.p2p_base + self.base_x + self.alpha_x + size / self.net_gpu
+        return np.where(self.multi, across, inside)

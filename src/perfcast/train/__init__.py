@@ -1,0 +1,19 @@
+"""Training iterations at any scale: data, tensor, sequence, context, pipeline and expert
+parallelism, ZeRO/FSDP, pipeline schedules, recomputation, FP8 and LoRA; time per
+iteration with its breakdown, memory per GPU, MFU; the plan search; RLHF PPO steps."""
+
+from perfcast.train._forecast import (
+    FLOP_CONVENTION,
+    TrainForecast,
+    default_time_model,
+    forecast_training,
+)
+from perfcast.train._job import RECOMPUTE, TrainJob, training_precision
+from perfcast.train._memory import activation_bytes_per_layer
+from perfcast.train._rlhf import RLHFForecast, rlhf_step
+from perfcast.train._schedule import build_schedule, simulate
+from perfcast.train._sweep import SWEEP_COLUMNS, sweep_plans
+
+__all__ = ["FLOP_CONVENTION", "RECOMPUTE", "SWEEP_COLUMNS", "RLHFForecast", "TrainForecast",
+           "TrainJob", "activation_bytes_per_layer", "build_schedule", "default_time_model",
+           "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision"]

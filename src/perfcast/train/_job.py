@@ -1,0 +1,138 @@
+"""What one training iteration runs: model, cluster, parallel plan, batch shape, precision,
+recomputation and LoRA, as one frozen, validated object. Every bad value is an InputError
+naming its field."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from perfcast.errors import InputError
+from perfcast.specs import Cluster, DType, ModelSpec, ParallelPlan, PipelineSchedule, Precision
+
+__all__ = ["RECOMPUTE", "TrainJob", "training_precision"]
+
+RECOMPUTE = ("none", "selective", "full")
+_TRAIN_DTYPES = (DType.FP32, DType.FP16, DType.BF16, DType.FP8)
+
+
+def training_precision(dtype: DType | str) -> Precision:
+    """Mixed precision for a GEMM dtype: fp8 runs the GEMMs in fp8 (Transformer Engine) with
+    bf16 attention and everything else; 16/32-bit runs everything in that dtype."""
+    dtype = DType(dtype)
+    if dtype not in _TRAIN_DTYPES:
+        raise InputError("dtype", f"cannot train in {dtype.value}",
+                         [d.value for d in _TRAIN_DTYPES])
+    if dtype == DType.FP8:
+        return Precision(weights=DType.FP8, activations=DType.FP8, kv_cache=DType.BF16)
+    return Precision.uniform(dtype)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class TrainJob(BaseModel):
+    """One training iteration: `global_batch` sequences of `seq_len` tokens over all DP
+    ranks, `micro_batch` sequences per forward/backward pass. Each DP rank runs
+    global_batch / (micro_batch x dp) micro-batches: gradient-accumulation steps, or the
+    pipeline's micro-batches when pp > 1 (the plan's own `micro_batches` must agree or be 1).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: ModelSpec
+    cluster: Cluster
+    plan: ParallelPlan
+    seq_len: int = Field(gt=0)
+    micro_batch: int = Field(gt=0, description="sequences per micro-batch per DP rank")
+    global_batch: int = Field(gt=0, description="sequences per iteration, all DP ranks")
+    precision: Precision | None = Field(default=None, description="None: bf16 mixed precision")
+    recompute: Literal["none", "selective", "full"] = "none"
+    lora_rank: int | None = Field(default=None, gt=0)
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "job"
+            raise InputError(field, err["msg"].removeprefix("Value error, ")) from None
+        self._check()
+
+    def _check(self) -> None:
+        plan, model = self.plan, self.model
+        if model.kind == "encoder-decoder":
+            raise InputError("model", f"{model.name} is an encoder-decoder; training is "
+                             "modelled for decoder-only and encoder-only models",
+                             "decoder, encoder")
+        plan.check(model)
+        if plan.num_gpus > self.cluster.num_gpus:
+            raise InputError("plan", f"tp x pp x dp x cp = {plan.num_gpus} GPUs but the "
+                             f"cluster has {self.cluster.num_gpus}",
+                             f"<= {self.cluster.num_gpus} GPUs")
+        per_step = self.micro_batch * plan.dp
+        if self.global_batch % per_step:
+            raise InputError("global_batch", f"{self.global_batch} sequences do not split "
+                             f"into micro-batches of {self.micro_batch} on dp={plan.dp}",
+                             f"a multiple of micro_batch x dp = {per_step}")
+        m = self.micro_batches
+        if plan.micro_batches not in (1, m):
+            raise InputError("plan.micro_batches", f"{plan.micro_batches} disagrees with "
+                             f"global_batch / (micro_batch x dp) = {m}", f"1 or {m}")
+        if plan.cp > 1 and self.seq_len % (2 * plan.cp):
+            raise InputError("seq_len", f"{self.seq_len} does not split into 2 x cp = "
+                             f"{2 * plan.cp} chunks (context parallelism)",
+                             f"a multiple of {2 * plan.cp}")
+        self._check_pipeline(m)
+        self._check_experts()
+        if self.lora_rank is not None and (model.mla is not None or plan.ep > 1):
+            raise InputError("lora_rank", "LoRA is modelled for q/k/v/o and MLP projections "
+                             "without expert parallelism (no MLA, ep=1)", "omit lora_rank")
+
+    def _check_pipeline(self, m: int) -> None:
+        plan = self.plan
+        if plan.pp > 1 and plan.zero_stage > 1:
+            raise InputError("plan.zero_stage", f"ZeRO-{plan.zero_stage} does not combine with "
+                             "pipeline parallelism (DeepSpeed and Megatron shard only the "
+                             "optimizer state across pipelines)", "0, 1 with pp > 1")
+        chunks = plan.pp * plan.virtual_stages
+        if chunks > self.model.num_layers:
+            raise InputError("plan.virtual_stages", f"pp x virtual_stages = {chunks} exceeds "
+                             f"{self.model.num_layers} layers",
+                             f"<= {self.model.num_layers // plan.pp}")
+        interleaved = plan.schedule == PipelineSchedule.INTERLEAVED and plan.virtual_stages > 1
+        if interleaved and m % plan.pp:
+            raise InputError("global_batch", f"{m} micro-batches per pipeline must be a "
+                             f"multiple of pp={plan.pp} for the interleaved schedule",
+                             f"global_batch a multiple of {plan.pp * self.micro_batch * plan.dp}")
+
+    def _check_experts(self) -> None:
+        plan = self.plan
+        if plan.ep == 1:
+            return
+        ranks = plan.tp * plan.dp
+        if ranks % plan.ep or (plan.ep > plan.tp and plan.ep % plan.tp):
+            raise InputError("plan.ep", f"{plan.ep} must divide tp x dp = {ranks} and be a "
+                             f"multiple or divisor of tp={plan.tp}", _divisors(ranks))
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per DP rank per iteration."""
+        return self.global_batch // (self.micro_batch * self.plan.dp)
+
+    @property
+    def precision_or_default(self) -> Precision:
+        return self.precision or Precision()
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per iteration, all GPUs."""
+        return self.global_batch * self.seq_len
+
+    @property
+    def virtual_stages(self) -> int:
+        """Model chunks per pipeline stage (1 unless interleaved)."""
+        return self.plan.virtual_stages if self.plan.pp > 1 else 1

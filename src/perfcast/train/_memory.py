@@ -1,0 +1,188 @@
+"""Bytes one GPU holds while training: weights, gradients, optimizer state, activations,
+communication buffers.
+
+Model states (Rajbhandari et al. 2020, ZeRO, section 3.1, mixed-precision Adam): a 16-bit
+compute copy of the weights (2 B/param; FP8 GEMMs add a 1 B fp8 copy, Transformer Engine),
+16-bit gradients (2 B), and K = 12 B of optimizer state (fp32 master weights, momentum and
+variance); fp32 training keeps 4 B weights, 4 B gradients and 8 B of moments. ZeRO-1 shards
+the optimizer state over the data-parallel ranks, ZeRO-2 also the gradients, ZeRO-3/FSDP
+also the weights. LoRA: the frozen base keeps its compute copy only; the adapters carry
+all three states.
+
+Activations per layer and micro-batch (Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models", section 4.1): 34 x s x b x h bytes for GPT-3's
+shape in 16-bit, of which 10 sbh (norm inputs, the QKV and MLP inputs, two 1-byte dropout
+masks) are replicated across TP ranks and 24 sbh split by them; sequence parallelism splits
+the 10 sbh too; full recomputation keeps only each layer's 2 sbh input (/tp with SP) plus
+one layer's working set. Counted here per stored tensor so the same accounting serves GQA,
+gated MLPs, any FFN width, MoE experts and FP8 GEMM inputs (1 B). The attention kernel is
+FlashAttention (what the kernel model prices), which stores no s x s scores: the 5as/h
+term of the paper is replaced by the softmax statistics (4 B per head per token), so
+selective recomputation — which the paper defines as dropping exactly that term — only
+frees those statistics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from perfcast.ops._memory import NCCL_BYTES, RUNTIME_BYTES
+from perfcast.specs import ModelSpec, Precision, bytes_per_element
+from perfcast.train._comm import BUCKET_BYTES
+from perfcast.train._schedule import Schedule, held
+
+__all__ = ["MEMORY_KINDS", "activation_bytes_per_layer", "nccl_bytes", "stage_memory",
+           "state_bytes_per_param"]
+
+MEMORY_KINDS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "runtime")
+
+DROPOUT_MASK_BYTES = 1.0  # Korthikanti et al. 2022: one byte per element
+LSE_BYTES = 4.0  # FlashAttention's fp32 log-sum-exp per head and query token
+
+
+def _kv_local(model: ModelSpec, tp: np.ndarray) -> np.ndarray:
+    """KV width per GPU; KV heads are replicated when tp exceeds them."""
+    return np.maximum(model.num_kv_heads // tp, 1) * model.head_dim
+
+
+def activation_bytes_per_layer(model: ModelSpec, precision: Precision, tokens: ArrayLike,
+                               tp: ArrayLike, sp: ArrayLike, moe: bool = False,
+                               routed_rows: ArrayLike = 0.0,
+                               expert_tp: ArrayLike = 1) -> dict[str, np.ndarray]:
+    """Activation bytes one layer stores for its backward, for `tokens` tokens on one GPU:
+    'replicated' (same on every TP rank; split by SP), 'sharded' (split by TP) and
+    'lse' (FlashAttention statistics, freed by selective recomputation). MoE layers store
+    each routed copy's expert inputs (`routed_rows` rows of width / expert_tp). Arguments
+    may be arrays (one entry per plan)."""
+    tokens, tp = np.asarray(tokens, dtype=float), np.asarray(tp, dtype=float)
+    h = model.hidden_size
+    a = bytes_per_element(precision.vector_math)  # tensors between kernels
+    g = bytes_per_element(precision.activations)  # GEMM inputs (fp8 under FP8 GEMMs)
+    replicated = (2 * a + 2 * g + 2 * DROPOUT_MASK_BYTES) * h * tokens
+    attention = (a * (model.q_dim / tp + 2 * _kv_local(model, tp))
+                 + g * model.attn_out_dim / tp) * tokens
+    if moe:
+        spec = model.moe
+        inter = spec.expert_intermediate_size / expert_tp
+        up = 2 * inter if model.gated_mlp else inter
+        mlp = routed_rows * (g * h + a * up + g * inter)
+        mlp += tokens * 4.0 * spec.num_experts  # fp32 router probabilities
+        if spec.num_shared_experts:
+            shared = spec.num_shared_experts * spec.expert_intermediate_size / tp
+            mlp += tokens * (a * (2 if model.gated_mlp else 1) + g) * shared
+    else:
+        inter = model.intermediate_size / tp
+        mlp = tokens * (a * (2 * inter if model.gated_mlp else inter) + g * inter)
+    replicated = replicated / np.where(sp, tp, 1)
+    lse = LSE_BYTES * model.num_heads / tp * tokens
+    return {"replicated": replicated, "sharded": attention + mlp, "lse": lse}
+
+
+def state_bytes_per_param(precision: Precision) -> dict[str, float]:
+    """Bytes per trainable parameter: compute copy, gradient, optimizer state (module doc);
+    'gathered' is what a parameter all-gather moves (the 16-bit copy, not the fp8 one)."""
+    compute = bytes_per_element(precision.vector_math)
+    fp8_copy = 1.0 if precision.gemm_math.value == "fp8" else 0.0
+    master = 4.0 if compute < 4 else 0.0
+    return {"weights": compute + fp8_copy, "frozen_weights": compute + fp8_copy,
+            "gradients": compute, "optimizer": master + 8.0, "gathered": compute}
+
+
+def nccl_bytes(group_size: np.ndarray) -> np.ndarray:
+    """NCCL's buffers for one communicator of `group_size` GPUs (AIConfigurator's measured
+    per-TP-group sizes; a group of more than 8 as one of 8; none for a group of one)."""
+    g = np.minimum(np.asarray(group_size, dtype=int), 8)
+    table = np.array([NCCL_BYTES.get(k, NCCL_BYTES[8]) for k in range(9)])
+    return np.where(g > 1, table[np.maximum(g, 0)], 0.0)
+
+
+def _stored(model: ModelSpec, precision: Precision, plans: dict[str, np.ndarray],
+            moe: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes one layer keeps per micro-batch under the plan's recomputation, bytes of its
+    full working set) per plan."""
+    tokens = plans["mb"] * plans["seq"] / plans["cp"]
+    tp, sp, rc = plans["tp"], plans["sp"], plans["recompute"]
+    rows = 0.0
+    if moe:
+        rows = tokens * model.moe.experts_per_token * np.where(
+            plans["ep"] > 1, plans["ep_dp"] / plans["ep"], 1.0)
+    parts = activation_bytes_per_layer(model, precision, tokens, tp, sp, moe, rows,
+                                       plans["moe_tp"])
+    working = parts["replicated"] + parts["sharded"] + parts["lse"]
+    layer_input = (bytes_per_element(precision.vector_math) * model.hidden_size * tokens
+                   / np.where(sp, tp, 1))
+    kept = np.where(rc == 2, layer_input, np.where(rc == 1, working - parts["lse"], working))
+    return kept, working
+
+
+def _peak(sc: Schedule, dense: np.ndarray, moe: np.ndarray, per_dense: np.ndarray,
+          per_moe: np.ndarray) -> np.ndarray:
+    """[n, p] activation bytes each stage holds at its schedule's peak."""
+    held_d, held_m = held(sc, dense), held(sc, moe)
+    if not moe.any():
+        return per_dense[:, None] * held_d.max(axis=1)[None]
+    if not dense.any():
+        return per_moe[:, None] * held_m.max(axis=1)[None]
+    both = held_d[None] * per_dense[:, None, None] + held_m[None] * per_moe[:, None, None]
+    return both.max(axis=2)
+
+
+def stage_memory(sc: Schedule, dense: np.ndarray, moe: np.ndarray, first: np.ndarray,
+                 last: np.ndarray, stage: dict[str, np.ndarray], plans: dict[str, np.ndarray],
+                 state: dict[str, float], model: ModelSpec, precision: Precision,
+                 params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per plan, the bytes of its fullest stage, by kind (module docstring)."""
+    zero, tp = plans["zero"][:, None], plans["tp"]
+    shard = (plans["dp"] * plans["cp"])[:, None]
+    edp = (tp * plans["dp"] * plans["cp"] // (plans["ep"] * plans["moe_tp"]))[:, None]
+    frozen_d = stage["dense_held"] - stage["dense_train"]
+    frozen_e = stage["expert_held"] - stage["expert_train"]
+    mem = {"weights": (stage["dense_train"] * state["weights"]
+                       + frozen_d * state["frozen_weights"]) / np.where(zero == 3, shard, 1)
+           + (stage["expert_train"] * state["weights"] + frozen_e * state["frozen_weights"])
+           / np.where(zero == 3, edp, 1),
+           "gradients": stage["dense_train"] * state["gradients"] / np.where(zero >= 2, shard, 1)
+           + stage["expert_train"] * state["gradients"] / np.where(zero >= 2, edp, 1),
+           "optimizer": stage["dense_train"] * state["optimizer"] / np.where(zero >= 1, shard, 1)
+           + stage["expert_train"] * state["optimizer"] / np.where(zero >= 1, edp, 1)}
+    kept_d, work_d = _stored(model, precision, plans, moe=False)
+    kept_m, work_m = _stored(model, precision, plans, moe=True) if moe.any() else (kept_d * 0,
+                                                                                  work_d * 0)
+    act = _peak(sc, dense, moe, kept_d * dense.any(), kept_m)
+    recompute_work = np.where(plans["recompute"] == 2, np.maximum(work_d * dense.any(), work_m),
+                              0.0)
+    tokens = plans["mb"] * plans["seq"] / plans["cp"]
+    logits = 4.0 * tokens * model.vocab_size / tp  # fp32 logits of one micro-batch
+    mem["activations"] = act + recompute_work[:, None] + logits[:, None] * last.sum(axis=1)[None]
+    mem["comm_buffers"] = _buffers(plans, params, state, model, precision, tokens, moe.any())[
+        :, None] * np.ones(sc.p)
+    mem["runtime"] = np.full(mem["weights"].shape, RUNTIME_BYTES)
+    total = sum(mem.values())
+    fullest = total.argmax(axis=1)
+    rows = np.arange(len(fullest))
+    out = {f"memory.{k}": v[rows, fullest] for k, v in mem.items()}
+    out["memory_per_gpu_bytes"] = total[rows, fullest]
+    return out
+
+
+def _buffers(plans, params, state, model, precision, tokens, has_moe) -> np.ndarray:
+    """Communication buffers per GPU: DDP-style gradient buckets (two in flight), ZeRO-3's
+    prefetched full layer and its gradient, p2p activations, MoE dispatch/combine, and NCCL's
+    own per communicator."""
+    tp, cp, dp, pp, ep, zero = (plans[k] for k in ("tp", "cp", "dp", "pp", "ep", "zero"))
+    shard = dp * cp
+    out = np.where((shard > 1) & (zero < 3), 2.0 * BUCKET_BYTES, 0.0)
+    layer = np.maximum(params["layer"], params["moe_dense"] + params["moe_experts"])
+    trained = np.maximum(params["train_layer"], params["train_moe"])
+    out += np.where(zero == 3, 2 * layer * state["gathered"] + trained * state["gradients"],
+                    0.0)
+    a = bytes_per_element(precision.vector_math)
+    out += np.where(pp > 1, 2 * tokens * model.hidden_size * a / np.where(plans["sp"], tp, 1),
+                    0.0)
+    if has_moe:
+        out += np.where(ep > 1, 2 * tokens * model.moe.experts_per_token * model.hidden_size
+                        * a, 0.0)
+    for group in (tp, cp, shard, np.where(pp > 1, 2, 1), ep):
+        out += nccl_bytes(group)
+    return out

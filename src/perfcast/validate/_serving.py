@@ -23,6 +23,7 @@ from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 from perfcast.specs import DType, ParallelPlan, Precision, cluster_for, get_device, get_model
+from perfcast.validate._stats import ape_summary
 
 __all__ = ["SERVING_TARGETS", "analytic_point", "load_serving_points", "point_precision",
            "sample_serving_points", "serving_residuals", "validate_serving"]
@@ -145,12 +146,6 @@ def serving_residuals(simulate_point: SimulatePoint | None = None,
     return out
 
 
-def _agg(res: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    return res.groupby(keys, sort=True)["ape"].agg(
-        mape="mean", median_ape="median", p90_ape=lambda x: float(np.quantile(x, 0.9)),
-        n="size").reset_index()
-
-
 GROUPINGS = ("model", "technique")
 
 
@@ -184,12 +179,12 @@ def validate_serving(simulate_point: SimulatePoint | None = None,
         label = res["point_id"].map(dict(zip(points["point_id"], point_technique(points),
                                              strict=True)))
     res = res.assign(group=label + "/" + res["metric"])
-    parts = [_agg(res, ["split", "device", "group"])]
+    parts = [ape_summary(res, ["split", "device", "group"])]
     if overall and len(res):
         every = res.assign(split="all", device="all")
         if by == "technique":  # each technique over every backend and device
-            parts.append(_agg(every, ["split", "device", "group"]))
-        parts.append(_agg(every.assign(group="all/" + res["metric"]),
+            parts.append(ape_summary(every, ["split", "device", "group"]))
+        parts.append(ape_summary(every.assign(group="all/" + res["metric"]),
                           ["split", "device", "group"]))
     out = pd.concat(parts, ignore_index=True).assign(method=method)
     out = out[["split", "device", "group", "method", "mape", "median_ape", "p90_ape", "n"]]

@@ -29,6 +29,7 @@ from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, PhysicsModel, RooflineModel, shipped_calibration
 from perfcast.specs import DType, ParallelPlan, get_cluster, get_model
 from perfcast.train import TrainJob, forecast_training, training_precision
+from perfcast.validate._stats import ape_summary
 
 __all__ = ["TRAINING_METHODS", "TRAINING_TARGET_MAPE", "load_training_points", "mosaicml_mfu",
            "points_from_csv", "roofline_point", "summarise_training", "training_job",
@@ -207,12 +208,6 @@ def training_residuals(forecast_point: ForecastPoint,
     return out
 
 
-def _agg(res: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    return res.groupby(keys, sort=True)["ape"].agg(
-        mape="mean", median_ape="median", p90_ape=lambda x: float(np.quantile(x, 0.9)),
-        n="size").reset_index()
-
-
 def summarise_training(res: pd.DataFrame, split: str, method: str) -> pd.DataFrame:
     """Rows per device (and 'all') x group: the metric alone (`by`='metric'), per GPU-count
     bucket ('<bucket>/<metric>', `by`='scale') and per model ('<model>/<metric>', 'model')."""
@@ -220,7 +215,7 @@ def summarise_training(res: pd.DataFrame, split: str, method: str) -> pd.DataFra
     parts = []
     for by, label in (("metric", None), ("scale", "scale"), ("model", "model")):
         group = both["metric"] if label is None else both[label] + "/" + both["metric"]
-        parts.append(_agg(both.assign(group=group, by=by), ["device", "by", "group"]))
+        parts.append(ape_summary(both.assign(group=group, by=by), ["device", "by", "group"]))
     out = pd.concat(parts, ignore_index=True).assign(split=split, method=method)
     return out[["split", "device", "group", "method", "mape", "median_ape", "p90_ape", "n",
                 "by"]]

@@ -66,7 +66,8 @@ PUBLIC = {
     "perfcast.train": {
         "FLOP_CONVENTION", "RECOMPUTE", "SWEEP_COLUMNS", "RLHFForecast", "TrainForecast",
         "TrainJob", "activation_bytes_per_layer", "build_schedule", "default_time_model",
-        "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision"},
+        "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision",
+        "ATTENTION_FAMILIES", "STACKS", "StackScaled", "load_stack", "stack_time_model"},
     "perfcast.cli": {"app", "main"},
 }
 

@@ -74,3 +74,25 @@ def test_rlhf_step_and_tables():
     table = _run("--model", "gpt2-medium", "--gpu", "a100-sxm4-80gb", "--num-gpus", "8",
                  "--seq-len", "1024", "--micro-batch", "8", "--global-batch", "64")
     assert table.exit_code == 0 and "MFU" in table.stdout and "activations" in table.stdout
+
+
+def test_stack_profile_is_recorded_and_slows_the_forecast():
+    args = ("--model", "llama-2-7b", "--gpu", "h100-sxm", "--num-gpus", "8", "--zero", "3",
+            "--seq-len", "4096", "--global-batch", "16", "--json")
+    plain, stacked = _run(*args), _run(*args, "--stack", "llm-foundry")
+    assert plain.exit_code == 0 and stacked.exit_code == 0, stacked.output
+    plain, stacked = json.loads(plain.stdout), json.loads(stacked.stdout)
+    assert stacked["inputs"]["kernel_model"]["stack"] == "llm-foundry"
+    assert plain["inputs"]["kernel_model"]["stack"] == "none"
+    assert stacked["tokens_per_s"] < plain["tokens_per_s"]
+
+
+def test_stack_profile_errors_name_the_field():
+    for extra in (["--stack", "llm-foundry", "--kernel-model", "roofline"],
+                  ["--stack", "llm-foundry", "--gpu", "b200-sxm"], ["--stack", "deepspeed"]):
+        args = ["--model", "gpt2", "--num-gpus", "1", *extra]
+        if "--gpu" not in extra:
+            args += ["--gpu", "h100-sxm"]
+        res = _run(*args)
+        assert res.exit_code == 2, (extra, res.output)
+        assert "stack" in res.stderr

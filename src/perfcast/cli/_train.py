@@ -29,6 +29,7 @@ from perfcast.train import (
     TrainJob,
     forecast_training,
     rlhf_step,
+    stack_time_model,
     sweep_plans,
     training_precision,
 )
@@ -119,6 +120,10 @@ def train(
         "--kernel-model", help="calibrated (fitted on measurements) or roofline.")] = "calibrated",
     calibration: Annotated[str | None, typer.Option(
         help="Extra calibration JSON from `perfcast calibrate`.")] = None,
+    stack: Annotated[str, typer.Option(
+        help="Training software stack: none (the calibrated kernels as benchmarked) or "
+             "llm-foundry (MosaicML's PyTorch FSDP stack: kernel-time factors fitted on its "
+             "measured runs, A100/Ampere and H100/Hopper).")] = "none",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Forecast one training iteration: time, tokens/s, MFU, memory per GPU and where the
@@ -133,6 +138,12 @@ def train(
     time_model, info = kernel_model(kernel_model_name, calibration)
     if isinstance(time_model, PhysicsModel):
         info["tier"] = time_model.tier(machines.device)
+    if stack != "none" and (kernel_model_name != "calibrated" or rlhf):
+        raise InputError("stack", "a stack profile scales the calibrated kernel model of a "
+                         "training forecast", "--stack none, or --kernel-model calibrated "
+                         "without --rlhf")
+    time_model = stack_time_model(stack, machines.device, time_model)
+    info["stack"] = stack
     batch = global_batch or micro_batch * dp_degree
     inputs = {"model": spec.name, "gpu": machines.device.name, "num_gpus": gpus,
               "seq_len": seq_len, "global_batch": batch, "dtype": dtype,

@@ -12,8 +12,17 @@ from perfcast.train._job import RECOMPUTE, TrainJob, training_precision
 from perfcast.train._memory import activation_bytes_per_layer
 from perfcast.train._rlhf import RLHFForecast, rlhf_step
 from perfcast.train._schedule import build_schedule, simulate
+from perfcast.train._stack import (
+    ATTENTION_FAMILIES,
+    STACKS,
+    StackScaled,
+    load_stack,
+    stack_time_model,
+)
 from perfcast.train._sweep import SWEEP_COLUMNS, sweep_plans
 
-__all__ = ["FLOP_CONVENTION", "RECOMPUTE", "SWEEP_COLUMNS", "RLHFForecast", "TrainForecast",
-           "TrainJob", "activation_bytes_per_layer", "build_schedule", "default_time_model",
-           "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision"]
+__all__ = ["ATTENTION_FAMILIES", "FLOP_CONVENTION", "RECOMPUTE", "STACKS", "SWEEP_COLUMNS",
+           "RLHFForecast", "StackScaled", "TrainForecast", "TrainJob",
+           "activation_bytes_per_layer", "build_schedule", "default_time_model",
+           "forecast_training", "load_stack", "rlhf_step", "simulate", "stack_time_model",
+           "sweep_plans", "training_precision"]

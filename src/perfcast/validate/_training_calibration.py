@@ -13,16 +13,13 @@ generation's other models (`heldout_model`).
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.train import forecast_training
+from perfcast.train import ATTENTION_FAMILIES, StackScaled, forecast_training, load_stack
 from perfcast.validate._training import (
     TRAINING_METHODS,
     ForecastPoint,
@@ -38,23 +35,7 @@ __all__ = ["ATTENTION_FAMILIES", "SCHEMES", "StackScaled", "fit_stack_factors",
            "heldout_factors", "kernel_split", "load_training_calibration", "method_table",
            "scaled_seconds", "validate_training"]
 
-ATTENTION_FAMILIES = ("attn_prefill", "attn_decode")
 SCHEMES = ("heldout_device", "heldout_model")
-
-
-class StackScaled:
-    """An ExecutionTimeModel: `base`'s kernel times x `attention` for attention kernels and
-    x `other` for every other kernel (collective rows stay as `base` prices them: 0)."""
-
-    def __init__(self, base: ExecutionTimeModel, attention: float = 1.0, other: float = 1.0):
-        if not (attention >= 0 and other >= 0):
-            raise InputError("factors", f"attention={attention}, other={other}", ">= 0")
-        self.base, self.attention, self.other = base, float(attention), float(other)
-
-    def kernel_times(self, ops: pd.DataFrame, device) -> np.ndarray:
-        times = np.asarray(self.base.kernel_times(ops, device), dtype=float)
-        attn = ops["family"].isin(ATTENTION_FAMILIES).to_numpy()
-        return times * np.where(attn, self.attention, self.other)
 
 
 def generation(cluster_device: str) -> str:
@@ -73,8 +54,9 @@ def kernel_split(points: pd.DataFrame, time_model: ExecutionTimeModel) -> pd.Dat
         fc = forecast_training(job, time_model=time_model)
         attention = forecast_training(job, time_model=only_attention).breakdown["compute_s"]
         scalable = fc.breakdown["compute_s"] + fc.breakdown["optimizer_s"]
-        rows.append({"point_id": p["point_id"], "generation": generation(
-            job.cluster.device.name), "model": p["model"], "iteration_s": fc.iteration_time_s,
+        device = job.cluster.device
+        rows.append({"point_id": p["point_id"], "generation": generation(device.name),
+            "arch": device.arch, "model": p["model"], "iteration_s": fc.iteration_time_s,
             "attention_s": attention, "other_s": scalable - attention,
             "fixed_s": fc.iteration_time_s - scalable, "mfu": fc.mfu,
             "measured_s": job.tokens / (float(p["tokens_per_s_per_gpu"]) * job.plan.num_gpus)})
@@ -137,28 +119,29 @@ def calibration_document(split: pd.DataFrame) -> dict:
     factors = {}
     for gen, rows in split.groupby("generation"):
         other, attention = fit_stack_factors(rows)
-        factors[gen] = {"other": round(other, 4), "attention": round(attention, 4),
+        (arch,) = rows["arch"].unique()  # one architecture per fitted GPU generation
+        factors[gen] = {"arch": arch,
+                        "other": round(other, 4), "attention": round(attention, 4),
                         "points": len(rows), "models": sorted(rows["model"].unique())}
     return {"schema": 1, "stack": "MosaicML llm-foundry (PyTorch FSDP, triton/flash "
             "attention; scripts/train/benchmarking/README.md @4952183)",
             "model": "iteration = other x (non-attention kernel + optimizer seconds) + "
                      "attention x (attention kernel seconds) + exposed comm, on perfcast's "
-                     "shipped calibrated kernel model (perfcast.validate.StackScaled)",
+                     "shipped calibrated kernel model (perfcast.train.StackScaled)",
             "fit": "scipy least_squares on log(forecast / measured iteration time), per GPU "
                    "generation, on all points of validate/data/training_points.json",
             "factors": factors,
             "heldout_tokens_per_s_mape": {s: heldout_mape(split, s) for s in SCHEMES},
-            "use": "forecast_training(job, time_model=StackScaled(default_time_model(), "
-                   "other=f['other'], attention=f['attention'])) with f = factors[<GPU "
-                   "generation>], when forecasting this stack; other stacks or generations "
-                   "have no fitted factors",
+            "use": "perfcast train --stack llm-foundry (perfcast.train.stack_time_model): "
+                   "the factors of the fitted GPU of the device's architecture; other "
+                   "architectures have none",
             "built_by": "perfcast.validate._training_calibration.calibration_document"}
 
 
 def load_training_calibration() -> dict:
-    """The shipped training-stack factors (validate/data/training_calibration.json)."""
-    path = resources.files("perfcast.validate") / "data" / "training_calibration.json"
-    return json.loads(path.read_text())
+    """The shipped llm-foundry stack factors (train/data/stack_llm_foundry.json, the
+    `perfcast train --stack llm-foundry` profile)."""
+    return load_stack("llm-foundry")
 
 
 def _tokens_per_gpu(points: pd.DataFrame, seconds: np.ndarray) -> np.ndarray:

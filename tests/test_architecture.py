@@ -67,7 +67,8 @@ PUBLIC = {
         "FLOP_CONVENTION", "RECOMPUTE", "SWEEP_COLUMNS", "RLHFForecast", "TrainForecast",
         "TrainJob", "activation_bytes_per_layer", "build_schedule", "default_time_model",
         "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision",
-        "ATTENTION_FAMILIES", "STACKS", "StackScaled", "load_stack", "stack_time_model"},
+        "ATTENTION_FAMILIES", "STACKS", "StackScaled", "load_stack", "stack_time_model",
+        "CNNTrainForecast", "cnn_training_ops", "forecast_cnn_training"},
     "perfcast.cli": {"app", "main"},
 }
 
@@ -108,3 +109,10 @@ def test_lower_layers_never_import_higher_ones(path):
 def test_every_package_is_ranked():
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages <= set(RANK)
+
+
+def test_test_modules_have_unique_names():
+    """pytest imports test files by basename (no packages under tests/): two files of one
+    name break collection of the second."""
+    names = [p.name for p in (SRC.parents[1] / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -11,8 +11,10 @@ from rich.table import Table
 from perfcast import __version__
 from perfcast.cli._common import emit_json, guarded
 from perfcast.cli._infer import kernel_model
+from perfcast.cli._train_cnn import train_cnn
 from perfcast.errors import InputError
 from perfcast.kernels import PhysicsModel
+from perfcast.ops import CNN_MODELS
 from perfcast.specs import (
     Cluster,
     ParallelPlan,
@@ -75,7 +77,9 @@ def _schedule(name: str) -> PipelineSchedule:
 
 @guarded
 def train(
-    model: Annotated[str | None, typer.Option(help="Catalog model name or HF id.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Catalog model name or HF id, or a ResNet (resnet18..resnet152: DDP only).")
+                     ] = None,
     model_config: Annotated[str | None, typer.Option(help="Path to an HF config.json.")] = None,
     gpu: Annotated[str | None, typer.Option(help="Catalog GPU (nodes of 8 built around it).")
                    ] = None,
@@ -102,7 +106,8 @@ def train(
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence (RLHF: per prompt).")
                        ] = 2048,
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
-    dtype: Annotated[str, typer.Option(help="bf16, fp16, fp32 or fp8 (FP8 GEMMs).")] = "bf16",
+    dtype: Annotated[str | None, typer.Option(
+        help="bf16, fp16, fp32 or fp8 (FP8 GEMMs); default bf16 (fp32 for CNNs).")] = None,
     lora_rank: Annotated[int | None, typer.Option(help="LoRA rank on all linear layers.")
                          ] = None,
     expert_skew: Annotated[float, typer.Option(help="Most loaded EP rank / mean (MoE).")
@@ -130,14 +135,22 @@ def train(
     time goes (compute, exposed communication per kind, pipeline bubble, optimizer)."""
     if recompute not in RECOMPUTE:
         raise InputError("recompute", f"unknown {recompute!r}", RECOMPUTE)
-    spec = get_model(model, model_config)
     dp_degree, gpus = _layout(num_gpus, tp, pp, dp, cp)
     gpus = num_gpus or gpus
     machines = _cluster(gpu, cluster, gpus)
-    precision = training_precision(parse_dtype(dtype, "dtype"))
     time_model, info = kernel_model(kernel_model_name, calibration)
     if isinstance(time_model, PhysicsModel):
         info["tier"] = time_model.tier(machines.device)
+    if model in CNN_MODELS:
+        only = {"tp": (tp, 1), "pp": (pp, 1), "cp": (cp, 1), "ep": (ep, 1), "sp": (sp, False),
+                "zero": (zero, 0), "recompute": (recompute, "none"), "lora_rank": (lora_rank,
+                None), "sweep": (sweep, False), "rlhf": (rlhf, False), "stack": (stack, "none")}
+        train_cnn(model, machines, gpus, micro_batch, global_batch, dtype or "fp32",
+                  time_model, info, only, json_out)
+        return
+    dtype = dtype or "bf16"
+    spec = get_model(model, model_config)
+    precision = training_precision(parse_dtype(dtype, "dtype"))
     if stack != "none" and (kernel_model_name != "calibrated" or rlhf):
         raise InputError("stack", "a stack profile scales the calibrated kernel model of a "
                          "training forecast", "--stack none, or --kernel-model calibrated "

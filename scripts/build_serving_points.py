@@ -86,12 +86,19 @@ def _concurrency(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return conc.astype(int), pd.Series(how, index=df.index)
 
 
-def derive(shared: Path) -> pd.DataFrame:
+def _catalog_rows(shared: Path, mode: str) -> pd.DataFrame:
+    """The `mode` ('agg' or 'disagg') rows of catalog models on catalog GPUs, with their
+    catalog model label and `arch` (dense or moe)."""
     raw = pd.read_csv(shared / SOURCE)
-    df = raw[(raw["mode"] == "agg") & raw["system"].isin(DEVICES)].copy()
+    df = raw[(raw["mode"] == mode) & raw["system"].isin(DEVICES)].copy()
     df["model"] = df["model_path"].map(_catalog_model)
     df = df[df["model"].notna()].copy()
     df["arch"] = np.where(df["model"].map(lambda m: get_model(m).moe is None), "dense", "moe")
+    return df
+
+
+def derive(shared: Path) -> pd.DataFrame:
+    df = _catalog_rows(shared, "agg")
     df = df[(df["arch"] == "dense") | _one_node_layout(df)].copy()
     assert set(DEVICES.values()) <= set(device_names())
     prec = df["precision"].map(PRECISIONS)
@@ -141,11 +148,7 @@ def _pool_columns(df: pd.DataFrame, pool: str) -> tuple[dict, pd.Series]:
 
 
 def derive_disagg(shared: Path) -> pd.DataFrame:
-    raw = pd.read_csv(shared / SOURCE)
-    df = raw[(raw["mode"] == "disagg") & raw["system"].isin(DEVICES)].copy()
-    df["model"] = df["model_path"].map(_catalog_model)
-    df = df[df["model"].notna()].copy()
-    df["arch"] = np.where(df["model"].map(lambda m: get_model(m).moe is None), "dense", "moe")
+    df = _catalog_rows(shared, "disagg")
     counted = df[[f"{p}_{c}" for p in ("prefill", "decode")
                   for c in ("num_workers", "batch_size")]].notna().all(axis=1)
     df = df[counted].copy()

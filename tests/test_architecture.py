@@ -9,7 +9,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
 
 # Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
-RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "compose": 4,
+RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "accel": 3, "compose": 4,
         "measure": 4, "serve": 5, "train": 5, "validate": 6, "cli": 9}
 
 PUBLIC = {
@@ -69,6 +69,11 @@ PUBLIC = {
         "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision",
         "ATTENTION_FAMILIES", "STACKS", "StackScaled", "load_stack", "stack_time_model",
         "CNNTrainForecast", "cnn_training_ops", "forecast_cnn_training"},
+    "perfcast.accel": {
+        "DATAFLOWS", "DIMS", "MODELS", "OBJECTIVES", "TENSORS", "AccelResult", "ArchSpec",
+        "Level", "LevelMapping", "Mapping", "Problem", "arch_names", "conv_problem",
+        "default_mapping", "evaluate_mapping", "gemm_problem", "get_arch", "load_arch_yaml",
+        "map_layers", "model_problems", "model_totals", "onnx_problems", "search_mapping"},
     "perfcast.cli": {"app", "main"},
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from perfcast.cli._accel import accel
 from perfcast.cli._calibrate import calibrate
 from perfcast.cli._catalog_cmds import hardware_app, models
 from perfcast.cli._collective import collective
@@ -29,6 +30,7 @@ app.command("serve")(serve)
 app.command("measure")(measure)
 app.command("calibrate")(calibrate)
 app.command("collective")(collective)
+app.command("accel")(accel)
 app.add_typer(validate_app, name="validate")
 
 

@@ -1,4 +1,5 @@
-"""The shipped catalogs: GPUs, cluster presets and model configs, looked up by forgiving names."""
+"""The shipped catalogs: GPUs, CPU targets, cluster presets and model configs, looked up by
+forgiving names."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfcast.errors import InputError, close_matches
 from perfcast.specs._cluster import Cluster, Link, LinkKind
 from perfcast.specs._device import Device
+from perfcast.specs._dtype import DType, bytes_per_element
 from perfcast.specs._model import ModelSpec
 
 __all__ = [
-    "cluster_for", "device_names", "get_cluster", "get_device", "get_model", "cluster_names",
-    "load_model_config", "model_entries", "model_names",
+    "CpuCores", "cluster_for", "cpu_cores", "device_names", "get_cluster", "get_device",
+    "get_model", "cluster_names", "load_model_config", "model_entries", "model_names",
 ]
 
 _DATA = resources.files("perfcast.specs") / "data"
@@ -41,6 +43,34 @@ def _resolve(kind: str, name: str, index: dict[str, str], names: list[str]) -> s
     return hit
 
 
+class CpuCores(BaseModel):
+    """What a CPU target's peak is made of beyond its Device fields (cores = `sm_count`, clock =
+    `boost_clock_hz`): peak = cores x clock x (simd_bits / dtype bits) x fma_units x 2."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    simd_bits: int = Field(gt=0, description="vector datapath width of one FMA pipe, bits")
+    fma_units: int = Field(gt=0, description="FMA-capable vector pipes per core")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    def peak_flops(self, device: Device, dtype: DType | str) -> float:
+        """The derived dense peak FLOP/s of `device` for one dtype, all cores busy."""
+        lanes = self.simd_bits / (8 * bytes_per_element(dtype))
+        return device.sm_count * (device.boost_clock_hz or 0.0) * lanes * self.fma_units * 2
+
+
+def _cpu_entry(entry: dict) -> tuple[Device, CpuCores]:
+    """A cpus.json row, refused when a listed peak is not the one its own fields derive."""
+    device, cores = Device(**entry["device"]), CpuCores(**entry["cores"])
+    for dtype, flops in device.dense_peak_flops.items():
+        derived = cores.peak_flops(device, dtype)
+        if not math.isclose(flops, derived, rel_tol=1e-9):
+            raise InputError(f"cpus.json:{device.name}.dense_peak_flops.{dtype.value}",
+                             f"{flops:g} differs from the derived {derived:g}",
+                             "cores x clock x SIMD lanes x FMA units x 2")
+    return device, cores
+
+
 @cache
 def _devices() -> tuple[dict[str, Device], dict[str, str]]:
     devices, index = {}, {}
@@ -49,7 +79,31 @@ def _devices() -> tuple[dict[str, Device], dict[str, str]]:
         devices[device.name] = device
         for alias in [device.name, *entry["aliases"]]:
             index[_key(alias)] = device.name
+    for name, (device, _, aliases) in _cpus().items():
+        devices[name] = device
+        for alias in [name, *aliases]:
+            index[_key(alias)] = name
     return devices, index
+
+
+@cache
+def _cpus() -> dict[str, tuple[Device, CpuCores, list[str]]]:
+    """The CPU targets of cpus.json (hand-written, every field sourced), checked on load."""
+    out = {}
+    for entry in _read_json("cpus.json")["devices"]:
+        device, cores = _cpu_entry(entry)
+        out[device.name] = (device, cores, entry["aliases"])
+    return out
+
+
+def cpu_cores(name: str) -> CpuCores:
+    """SIMD width and FMA units of a catalog CPU target (`epyc-9654`, `cortex-a76`, `m2`)."""
+    devices, index = _devices()
+    canonical = _resolve("gpu", name, index, list(devices))
+    cpus = _cpus()
+    if canonical not in cpus:
+        raise InputError("cpu", f"{canonical} is not a CPU target", list(cpus))
+    return cpus[canonical][1]
 
 
 def device_names() -> list[str]:
@@ -57,7 +111,7 @@ def device_names() -> list[str]:
 
 
 def get_device(name: str) -> Device:
-    """A catalog GPU by name or alias (`h100-sxm`, `H100`, `NVIDIA H100 80GB HBM3`)."""
+    """A catalog GPU or CPU target by name or alias (`h100-sxm`, `H100`, `epyc-9654`)."""
     devices, index = _devices()
     return devices[_resolve("gpu", name, index, list(devices))]
 

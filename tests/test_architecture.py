@@ -45,7 +45,7 @@ PUBLIC = {
         "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution",
         "InferenceForecast", "ParallelStep", "StepForecast", "chrome_trace",
         "data_parallel_step", "forecast_inference", "host_overhead_s", "kernel_sequence",
-        "model_tier", "pipeline_step", "step_time", "step_timeline"},
+        "model_tier", "pipeline_step", "step_time", "step_timeline", "fuse_cnn_kernels"},
     "perfcast.validate": {
         "validate_serving_steps",
         "COLLECTIVE_SPLITS", "collective_table7", "validate_collectives",

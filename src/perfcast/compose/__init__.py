@@ -1,5 +1,6 @@
 """Kernel times composed into step times and single-request inference forecasts."""
 
+from perfcast.compose._cnn_fusion import fuse_cnn_kernels
 from perfcast.compose._host import HOST_PROFILES, host_overhead_s
 from perfcast.compose._inference import InferenceForecast, forecast_inference
 from perfcast.compose._parallel import (
@@ -23,6 +24,6 @@ __all__ = [
     "BatchStats", "ServingStepModel",
     "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "ParallelStep",
     "data_parallel_step", "pipeline_step", "Execution", "InferenceForecast", "StepForecast",
-    "chrome_trace", "forecast_inference", "host_overhead_s", "kernel_sequence", "model_tier",
-    "step_time", "step_timeline",
+    "chrome_trace", "forecast_inference", "fuse_cnn_kernels", "host_overhead_s",
+    "kernel_sequence", "model_tier", "step_time", "step_timeline",
 ]

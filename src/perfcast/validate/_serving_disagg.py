@@ -30,10 +30,13 @@ from perfcast.serve import (
     Workload,
     make_workload,
     simulate_disaggregated,
-    step_model_for,
 )
-from perfcast.validate._serving import point_precision
-from perfcast.validate._serving_sim import BATCH_TOKEN_BUDGET, ROUNDS, benchmark_lengths
+from perfcast.validate._serving_sim import (
+    ROUNDS,
+    benchmark_lengths,
+    cached_step_model,
+    engine_settings,
+)
 
 __all__ = ["disagg_point", "load_disagg_points"]
 
@@ -41,7 +44,6 @@ __all__ = ["disagg_point", "load_disagg_points"]
 # move less than TOLERANCE between sweeps: single arrival times keep jittering (batch
 # boundaries shift), the means settle within 2-4 sweeps.
 MAX_ITERATIONS, TOLERANCE = 8, 0.005
-_STEP_MODELS: dict[tuple, tuple[object, object]] = {}
 
 
 def load_disagg_points() -> pd.DataFrame:
@@ -53,26 +55,11 @@ def load_disagg_points() -> pd.DataFrame:
 
 
 def _pool(point: pd.Series, pool: str) -> ServeConfig:
-    prefill_first = point["backend"] == "sglang"
-    isl, osl = int(point["isl"]), int(point["osl"])
-    dp, ep = int(point[f"{pool}_dp"]), int(point[f"{pool}_ep"])
-    # as the aggregated replay: prefill-first engines take whole prompts (with the output
-    # of a recompute-preempted one), the others chunk them under vLLM's budget
-    budget = max(BATCH_TOKEN_BUDGET, isl + osl if prefill_first else isl // 8)
-    return ServeConfig(
-        model=point["model"], gpu=point["device"], tp=int(point[f"{pool}_tp"]), pp=1,
-        max_batch=int(point[f"{pool}_batch"]), max_batch_tokens=budget,
-        scheduler="vllm-v0" if prefill_first else "vllm-v1",
-        precision=point_precision(point), host_overlap=True, max_context=isl + osl,
-        ep=ep, attention_dp=dp, replicas=int(point[f"{pool}_workers"]) * dp)
-
-
-def _step_model(config: ServeConfig, time_model: ExecutionTimeModel | None):
-    key = (config.model, config.gpu, config.tp, config.ep, config.attention_dp,
-           config.precision, config.max_context, config.max_batch, id(time_model))
-    if key not in _STEP_MODELS:  # holding time_model keeps its id() unique
-        _STEP_MODELS[key] = (time_model, step_model_for(config, time_model))
-    return _STEP_MODELS[key][1]
+    """One pool's config: the aggregated replay's engine settings on the pool's layout."""
+    dp = int(point[f"{pool}_dp"])
+    return ServeConfig(**engine_settings(point), tp=int(point[f"{pool}_tp"]), pp=1,
+                       max_batch=int(point[f"{pool}_batch"]), ep=int(point[f"{pool}_ep"]),
+                       attention_dp=dp, replicas=int(point[f"{pool}_workers"]) * dp)
 
 
 @cache
@@ -92,8 +79,8 @@ def disagg_point(point: pd.Series, time_model: ExecutionTimeModel | None = None
     key = tuple(sorted((k, point[k]) for k in ("isl", "osl", "silicon_data_source")))
     prompt, output = _lengths(key, n, conc)
     prefill, decode = _pool(point, "prefill"), _pool(point, "decode")
-    models = {"prefill_step_model": _step_model(prefill, time_model),
-              "decode_step_model": _step_model(decode, time_model)}
+    models = {"prefill_step_model": cached_step_model(prefill, time_model),
+              "decode_step_model": cached_step_model(decode, time_model)}
     arrival, last = np.zeros(n), None
     for _ in range(MAX_ITERATIONS):
         order = np.argsort(arrival, kind="stable")

@@ -34,7 +34,8 @@ from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
 from perfcast.validate._serving import point_layout, point_precision
 
-__all__ = ["BATCH_TOKEN_BUDGET", "RANGE_RATIO", "ROUNDS", "benchmark_lengths", "engine_point"]
+__all__ = ["BATCH_TOKEN_BUDGET", "RANGE_RATIO", "ROUNDS", "benchmark_lengths",
+           "cached_step_model", "engine_point", "engine_settings"]
 
 BATCH_TOKEN_BUDGET = 8192  # vLLM V1's default max_num_batched_tokens for online serving
 ROUNDS = 10  # requests per point = ROUNDS x concurrency (InferenceMAX's --num-prompts)
@@ -43,29 +44,35 @@ _RECIPE_SOURCE = "source_file=2026-04-06.csv"
 _STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
 
 
-def _config(point: pd.Series, max_batch: int) -> ServeConfig:
+def engine_settings(point: pd.Series) -> dict:
+    """The ServeConfig fields every replay of a point shares (module docstring): model, GPU,
+    precision, scheduler and token budget of its backend, overlapped host, context limit."""
     prefill_first = point["backend"] == "sglang"
     isl, osl = int(point["isl"]), int(point["osl"])
     # prefill-first engines take whole prompts, a recompute-preempted one with its output
     budget = max(BATCH_TOKEN_BUDGET, isl + osl if prefill_first else isl // 8)
-    layout = point_layout(point)
-    return ServeConfig(model=point["model"], gpu=point["device"], tp=int(point["tp"]),
-                       pp=int(point["pp"]), max_batch=max_batch, max_batch_tokens=budget,
-                       scheduler="vllm-v0" if prefill_first else "vllm-v1",
-                       precision=point_precision(point), host_overlap=True,
-                       max_context=int(point["isl"]) + int(point["osl"]),
-                       ep=layout["ep"], attention_dp=layout["dp"], replicas=layout["dp"])
+    return {"model": point["model"], "gpu": point["device"], "max_batch_tokens": budget,
+            "scheduler": "vllm-v0" if prefill_first else "vllm-v1",
+            "precision": point_precision(point), "host_overlap": True,
+            "max_context": isl + osl}
 
 
-def _step_model(point: pd.Series, time_model: ExecutionTimeModel | None) -> ServingStepModel:
-    layout = point_layout(point)
-    key = (point["model"], point["device"], int(point["tp"]), int(point["pp"]),
-           layout["ep"], layout["dp"],
-           point["precision"], int(point["isl"]) + int(point["osl"]), id(time_model))
+def cached_step_model(config: ServeConfig, time_model: ExecutionTimeModel | None
+                      ) -> ServingStepModel:
+    """One step model per deployment, grid size and time model, kept: its grids are the
+    cost of a replay."""
+    key = (config.model, config.gpu, config.tp, config.pp, config.ep, config.attention_dp,
+           config.precision, config.max_context, config.max_batch, id(time_model))
     if key not in _STEP_MODELS:  # holding time_model keeps its id() unique
-        config = _config(point, max(1024, int(point["concurrency"])))
         _STEP_MODELS[key] = (time_model, step_model_for(config, time_model))
     return _STEP_MODELS[key][1]
+
+
+def _config(point: pd.Series, max_batch: int) -> ServeConfig:
+    layout = point_layout(point)
+    return ServeConfig(**engine_settings(point), tp=int(point["tp"]), pp=int(point["pp"]),
+                       max_batch=max_batch, ep=layout["ep"], attention_dp=layout["dp"],
+                       replicas=layout["dp"])
 
 
 def benchmark_lengths(point: pd.Series) -> dict:
@@ -84,7 +91,8 @@ def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None
     workload = make_workload(ROUNDS * conc, arrival="closed_loop", concurrency=conc,
                              max_tokens=None, seed=0, **benchmark_lengths(point))
     per_rank = -(-conc // point_layout(point)["dp"])  # the router spreads the client's load
-    result = simulate(_config(point, per_rank), workload, step_model=_step_model(point,
-                                                                               time_model))
+    grid = _config(point, max(1024, conc))  # one step model for every concurrency
+    result = simulate(_config(point, per_rank), workload,
+                      step_model=cached_step_model(grid, time_model))
     s = result.summary()
     return float(s["ttft_s"]["mean"]), float(s["tpot_s"]["mean"])

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from perfcast.errors import InputError
-from perfcast.train import forecast_training
+from perfcast.train import default_time_model, forecast_training
 from perfcast.validate import (
     StackScaled,
     load_training_calibration,
@@ -24,7 +24,6 @@ from perfcast.validate import (
     training_residuals,
     validate_training,
 )
-from perfcast.validate._training import _calibrated
 from perfcast.validate._training_calibration import (
     calibration_document,
     kernel_split,
@@ -126,7 +125,7 @@ def test_bad_forecasts_are_refused(points):
 
 @pytest.fixture(scope="module")
 def kernels(points):
-    return kernel_split(points, _calibrated())
+    return kernel_split(points, default_time_model())
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +182,7 @@ def test_scaled_time_model_matches_the_linear_decomposition(points, kernels):
     """The held-out figures scale the forecast's kernel classes linearly; a real forecast
     with StackScaled agrees (exposed comm, held fixed there, is tiny on this grid)."""
     f = load_training_calibration()["factors"]["h100"]
-    model = StackScaled(_calibrated(), attention=f["attention"], other=f["other"])
+    model = StackScaled(default_time_model(), attention=f["attention"], other=f["other"])
     for i in (0, 100, 150, 215):
         p = points.iloc[i]
         real = forecast_training(training_job(p), time_model=model).iteration_time_s

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -26,9 +25,9 @@ import pandas as pd
 
 from perfcast.comm import CollectiveModel, RingAlphaBeta
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, PhysicsModel, RooflineModel, shipped_calibration
+from perfcast.kernels import ExecutionTimeModel, RooflineModel
 from perfcast.specs import DType, ParallelPlan, get_cluster, get_model
-from perfcast.train import TrainJob, forecast_training, training_precision
+from perfcast.train import TrainJob, default_time_model, forecast_training, training_precision
 from perfcast.validate._stats import ape_summary
 
 __all__ = ["TRAINING_METHODS", "TRAINING_TARGET_MAPE", "load_training_points", "mosaicml_mfu",
@@ -151,17 +150,12 @@ def mosaicml_mfu(point: pd.Series, tokens_per_s_per_gpu: float) -> float:
     return flops_per_token * float(tokens_per_s_per_gpu) / peak
 
 
-@cache
-def _calibrated() -> PhysicsModel:
-    return PhysicsModel(shipped_calibration())
-
-
 def training_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
                    comm_model: CollectiveModel | None = None) -> tuple[float, float]:
     """(tokens/s per GPU, perfcast's MFU) of `forecast_training` on the point's job: the
     shipped calibrated kernel model and the train layer's default collective model unless
     given. Tokens/s per GPU = global_batch x seq_len / iteration time / GPUs."""
-    fc = forecast_training(training_job(point), time_model=time_model or _calibrated(),
+    fc = forecast_training(training_job(point), time_model=time_model or default_time_model(),
                            comm_model=comm_model)
     tokens = int(point["global_batch"]) * int(point["seq_len"]) / fc.iteration_time_s
     return tokens / int(point["num_gpus"]), float(fc.mfu)

@@ -19,11 +19,16 @@ from scipy.optimize import least_squares
 
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.train import ATTENTION_FAMILIES, StackScaled, forecast_training, load_stack
+from perfcast.train import (
+    ATTENTION_FAMILIES,
+    StackScaled,
+    default_time_model,
+    forecast_training,
+    load_stack,
+)
 from perfcast.validate._training import (
     TRAINING_METHODS,
     ForecastPoint,
-    _calibrated,
     load_training_points,
     roofline_point,
     summarise_training,
@@ -189,7 +194,7 @@ def validate_training(forecast_point: ForecastPoint | None = None,
     if "roofline" in methods:
         tables["roofline"] = {p["point_id"]: roofline_point(p) for _, p in points.iterrows()}
     if kernels is None and set(methods) - {"roofline"}:
-        kernels = kernel_split(points, _calibrated())
+        kernels = kernel_split(points, default_time_model())
     parts = []
     for name in splits:
         table = {**tables, **({} if kernels is None else method_table(

@@ -74,6 +74,18 @@ def _markdown(rows, summary) -> str:
     return "\n".join(lines)
 
 
+def _check_out(out: Path | None) -> None:
+    """--out must be a directory (or not exist yet): nothing the user has is overwritten."""
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+
+
+def _check_choices(field: str, values, allowed, context: str = "") -> None:
+    for value in values:
+        if value not in allowed:
+            raise InputError(field, f"unknown {field} {value!r}{context}", allowed)
+
+
 @validate_app.command("kernels")
 @guarded
 def kernels(
@@ -97,11 +109,8 @@ def kernels(
     chosen = split or ["generation", "neusight"]
     if by not in BY_CHOICES:
         raise InputError("by", f"unknown grouping {by!r}", list(BY_CHOICES))
-    for name in chosen:
-        if name not in SPLITS:
-            raise InputError("split", f"unknown split {name!r}", SPLITS)
-    if out is not None and out.exists() and not out.is_dir():
-        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    _check_choices("split", chosen, SPLITS)
+    _check_out(out)
     for name, value in (("train_rows", train_rows), ("test_rows", test_rows)):
         if value is not None and value < 10:
             raise InputError(name, f"must be >= 10, got {value}", ">= 10")
@@ -154,8 +163,7 @@ def models_cmd(
     """Whole-model forecasts against measured model times, beside the baselines."""
     from perfcast.validate import MODEL_TARGET_MAPE, validate_models
 
-    if out is not None and out.exists() and not out.is_dir():
-        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    _check_out(out)
     rows, forecasts = validate_models(per_op=per_op)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -251,13 +259,10 @@ def serving_cmd(
         raise InputError("mode", f"unknown {mode!r}", ("agg", "disagg"))
     allowed = DISAGG_METHODS if mode == "disagg" else SERVING_METHODS
     methods = method or list(allowed)
-    for m in methods:
-        if m not in allowed:
-            raise InputError("method", f"unknown method {m!r} for --mode {mode}", allowed)
+    _check_choices("method", methods, allowed, f" for --mode {mode}")
     if points_per_group is not None and points_per_group < 1:
         raise InputError("points_per_group", f"must be >= 1, got {points_per_group}", ">= 1")
-    if out is not None and out.exists() and not out.is_dir():
-        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    _check_out(out)
     for name, value in (("seed", seed), ("exclude_seed", exclude_seed)):
         if value is not None and value < 0:
             raise InputError(name, f"must be >= 0, got {value}", ">= 0")
@@ -332,12 +337,8 @@ def training_cmd(
 
     methods = tuple(method or TRAINING_METHODS)
     splits = tuple(split or TRAINING_SPLITS)
-    for m in methods:
-        if m not in TRAINING_METHODS:
-            raise InputError("method", f"unknown method {m!r}", TRAINING_METHODS)
-    for name in splits:
-        if name not in TRAINING_SPLITS:
-            raise InputError("split", f"unknown split {name!r}", TRAINING_SPLITS)
+    _check_choices("method", methods, TRAINING_METHODS)
+    _check_choices("split", splits, TRAINING_SPLITS)
     if by not in TRAINING_BY:
         raise InputError("by", f"unknown grouping {by!r}", list(TRAINING_BY))
     rows = validate_training(methods=methods, splits=splits)
@@ -367,8 +368,7 @@ def collectives_cmd(
     """Collective MAPE per split x device x collective/size regime, beside two baselines."""
     from perfcast.validate import collective_table7, validate_collectives
 
-    if out is not None and out.exists() and not out.is_dir():
-        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    _check_out(out)
     rows = validate_collectives(split)
     table = collective_table7() if table7 else None
     if out is not None:

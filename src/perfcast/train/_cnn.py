@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import pandas as pd
 
 from perfcast.comm import CollectiveModel, default_collective_model
@@ -145,4 +144,4 @@ def forecast_cnn_training(name: str, cluster: Cluster, num_gpus: int, micro_batc
         gradient_bytes=grad_bytes, tflops_per_gpu=model_flops / time_s / 1e12,
         mfu=model_flops / (time_s * peak),
         # fp32 weights, gradients and momentum + every forward output kept for backward
-        memory_per_gpu_bytes=float(np.sum([3 * 4.0 * params, acts])))
+        memory_per_gpu_bytes=3 * 4.0 * params + acts)

@@ -19,20 +19,12 @@ import math
 
 import numpy as np
 
-from perfcast.comm import CollectiveModel, RingAlphaBeta
+from perfcast.comm import CollectiveModel
 from perfcast.specs import Cluster
 
-__all__ = ["BUCKET_BYTES", "bucketed", "collective", "default_comm_model", "group_view"]
+__all__ = ["BUCKET_BYTES", "bucketed", "collective", "group_view"]
 
 BUCKET_BYTES = 25 * 2**20  # torch DistributedDataParallel bucket_cap_mb default (25 MiB)
-
-
-def default_comm_model() -> CollectiveModel:
-    """The comm layer's default collective model (algorithm-aware where it ships one)."""
-    import perfcast.comm as comm
-
-    factory = getattr(comm, "default_collective_model", None)
-    return factory() if callable(factory) else RingAlphaBeta()
 
 
 def group_view(cluster: Cluster, size: int, stride: int) -> Cluster:

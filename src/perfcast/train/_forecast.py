@@ -7,10 +7,9 @@ from functools import cache
 
 import numpy as np
 
-from perfcast.comm import CollectiveModel
+from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
 from perfcast.ops._training import lora_params
-from perfcast.train._comm import default_comm_model
 from perfcast.train._engine import EXPOSED_KINDS, evaluate
 from perfcast.train._flops import hardware_flops, model_flops
 from perfcast.train._job import TrainJob
@@ -115,6 +114,6 @@ def forecast_training(job: TrainJob, time_model: ExecutionTimeModel | None = Non
     and the comm layer's default collective model). A plan that does not fit in memory is
     still forecast, with `fits=False` and a note naming the bytes."""
     time_model = time_model or default_time_model()
-    comm_model = comm_model or default_comm_model()
+    comm_model = comm_model or default_collective_model()
     cols = evaluate([job], time_model, comm_model)
     return _forecast(job, cols, 0)

@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfcast.comm import CollectiveModel
+from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
-from perfcast.train._comm import default_comm_model
 from perfcast.train._engine import evaluate
 from perfcast.train._flops import model_flops
 from perfcast.train._forecast import default_time_model
@@ -121,7 +120,8 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
     if max_plans is not None and len(jobs) > max_plans:
         keep = np.unique(np.linspace(0, len(jobs) - 1, max(max_plans, 1)).round().astype(int))
         jobs = [jobs[i] for i in keep]
-    cols = evaluate(jobs, time_model or default_time_model(), comm_model or default_comm_model())
+    cols = evaluate(jobs, time_model or default_time_model(),
+                    comm_model or default_collective_model())
     return _table(jobs, cols, model, cluster, seq_len, global_batch, precision, lora_rank)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["InputError", "close_matches"]
+__all__ = ["InputError", "close_matches", "from_validation_error"]
 
 
 class InputError(ValueError):
@@ -32,3 +32,14 @@ def close_matches(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     if not hits:
         hits = [c for c in by_lower if name.lower() in c or c in name.lower()][:n]
     return [by_lower[h] for h in hits]
+
+
+def from_validation_error(exc, prefix: str = "", default: str = "input", origin: str = ""
+                          ) -> InputError:
+    """The first error of a pydantic ValidationError as an InputError naming its field
+    (`prefix` + the error's location, `default` when it has none); `origin` (a file) leads
+    the message."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or default
+    msg = err["msg"].removeprefix("Value error, ")
+    return InputError(f"{prefix}{field}", f"{origin}: {msg}" if origin else msg)

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from perfcast.errors import InputError, close_matches
+from perfcast.errors import InputError, close_matches, from_validation_error
 
 __all__ = ["TENSORS", "ArchSpec", "Level", "arch_names", "get_arch", "load_arch_yaml"]
 
@@ -119,9 +119,7 @@ def _from_dict(data: object, origin: str) -> ArchSpec:
     try:
         return ArchSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "arch"
-        raise InputError(f"arch.{field}", f"{origin}: {err['msg']}") from None
+        raise from_validation_error(exc, prefix="arch.", default="arch", origin=origin) from None
 
 
 def load_arch_yaml(path: str | Path) -> ArchSpec:

@@ -11,7 +11,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, from_validation_error
 
 __all__ = ["DIMS", "Problem", "conv_problem", "gemm_problem", "make_problem", "tile_words"]
 
@@ -112,6 +112,4 @@ def make_problem(**fields: object) -> Problem:
     try:
         return Problem(**fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "dims"
-        raise InputError(f"problem.{field}", err["msg"].removeprefix("Value error, ")) from None
+        raise from_validation_error(exc, prefix="problem.", default="dims") from None

@@ -11,16 +11,13 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, from_validation_error
 
 __all__ = ["emit_json", "fail", "guarded", "to_input_error"]
 
 
 def to_input_error(exc: ValidationError, prefix: str = "") -> InputError:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or exc.title
-    msg = err["msg"].removeprefix("Value error, ")
-    return InputError(f"{prefix}{field}", msg)
+    return from_validation_error(exc, prefix=prefix, default=exc.title)
 
 
 def fail(exc: InputError) -> None:

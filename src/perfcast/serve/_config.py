@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from perfcast.compose import HOST_PROFILES, Execution
-from perfcast.errors import InputError
+from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import (
     Cluster,
     ModelSpec,
@@ -93,9 +93,7 @@ class ServeConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "config"
-            raise InputError(field, err["msg"].removeprefix("Value error, ")) from None
+            raise from_validation_error(exc, default="config") from None
         self._resolve()
 
     @field_validator("precision", mode="before")

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from perfcast.errors import InputError, close_matches
+from perfcast.errors import InputError, close_matches, from_validation_error
 from perfcast.specs._cluster import Cluster, Link, LinkKind
 from perfcast.specs._device import Device
 from perfcast.specs._dtype import DType, bytes_per_element
@@ -211,6 +211,4 @@ def get_model(name: str | None = None, config_path: str | Path | None = None) ->
     try:
         return ModelSpec.from_hf_config(config, name=label)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "config"
-        raise InputError(f"model_config.{field}", err["msg"]) from None
+        raise from_validation_error(exc, prefix="model_config.", default="config") from None

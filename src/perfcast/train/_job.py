@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import Cluster, DType, ModelSpec, ParallelPlan, PipelineSchedule, Precision
 
 __all__ = ["RECOMPUTE", "TrainJob", "training_precision"]
@@ -56,9 +56,7 @@ class TrainJob(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "job"
-            raise InputError(field, err["msg"].removeprefix("Value error, ")) from None
+            raise from_validation_error(exc, default="job") from None
         self._check()
 
     def _check(self) -> None:

@@ -10,19 +10,38 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
 
 # Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
 RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "accel": 3, "compose": 4,
-        "measure": 4, "serve": 5, "train": 5, "validate": 6, "cli": 9}
+        "measure": 4, "serve": 5, "train": 5, "validate": 6, "report": 6, "suite": 7, "sweep": 8,
+        "cli": 9, "ui": 10}
 
 PUBLIC = {
+    "perfcast.ui": {
+        "APP_PATH", "MAX_SWEEP_POINTS", "TASKS", "Forecast", "breakdown_frame", "build_options",
+        "cdf_frame", "cli_line", "flatten_scenario", "forecast", "headline", "latency_frame",
+        "memory_frame", "parse_values", "run_grid", "scenario", "scenario_yaml", "sweep_frame",
+        "sweep_points"},
+    "perfcast.sweep": {
+        "BACKENDS", "PARTS_DIR", "RESULTS_FILE", "Slo", "bisect_max", "capacity_search",
+        "choose_backend", "evaluate_point", "expand_grid", "flatten_payload", "gpu_prices",
+        "parse_assignment", "parse_prices", "parse_scalar", "point_key",
+        "qps_ladder", "run_sweep", "search_candidate"},
+    "perfcast.suite": {
+        "MAX_SCENARIO_BYTES", "SECTIONS", "STATUSES", "Execute", "Scenario", "ScenarioResult",
+        "Target", "TargetValue", "builtin_scenarios", "format_value", "grade", "load_scenario",
+        "parse_scenario", "run_scenario", "run_suite", "suite_markdown", "suite_summary"},
     "perfcast.specs": {
         "Cluster", "DType", "Device", "Link", "LinkKind", "MLASpec", "ModelSpec", "MoESpec",
         "ParallelPlan", "PipelineSchedule", "Precision", "bytes_per_element", "cluster_for",
         "cluster_names", "device_names", "get_cluster", "get_device", "get_model",
-        "load_model_config", "model_entries", "model_names", "parse_dtype"},
+        "load_model_config", "model_entries", "model_names", "parse_dtype", "VisionSpec",
+        "DiffusionPipelineSpec", "TextEncoderConfig", "UNetConfig", "VAEConfig",
+        "diffusion_model_entries", "diffusion_model_names", "get_diffusion_model"},
     "perfcast.ops": {
         "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_MODES", "FUSED_QUANT", "FUSION_RULES",
         "OPTIMIZERS", "TENSOR_FAMILIES", "Batch", "MemoryFootprint", "attended_keys", "cnn_ops",
         "eager_ops", "inference_memory", "kv_bytes_per_token", "step_ops", "training_ops",
-        "weight_bytes_per_gpu"},
+        "weight_bytes_per_gpu",
+        "scheduler_ops", "text_encoder_ops", "unet_ops", "vae_decode_ops", "weight_params",
+        "INDEX_KINDS", "VectorIndex", "embed_ops", "search_ops"},
     "perfcast.kernels": {
         "CROSS_GENERATION", "SCHEMA_VERSION", "TARGET_MEASURED", "UNCERTAINTY_TIERS",
         "UNMODELLED_FAMILIES", "Calibration", "ExpertLoad", "expert_load", "family_uncertainty",
@@ -45,7 +64,9 @@ PUBLIC = {
         "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution",
         "InferenceForecast", "ParallelStep", "StepForecast", "chrome_trace",
         "data_parallel_step", "forecast_inference", "host_overhead_s", "kernel_sequence",
-        "model_tier", "pipeline_step", "step_time", "step_timeline", "fuse_cnn_kernels"},
+        "model_tier", "pipeline_step", "step_time", "step_timeline", "fuse_cnn_kernels",
+        "DIFFUSION_DTYPES", "DiffusionForecast", "forecast_diffusion", "vae_dtype",
+        "RAGForecast", "forecast_rag"},
     "perfcast.validate": {
         "validate_serving_steps",
         "COLLECTIVE_SPLITS", "collective_table7", "validate_collectives",
@@ -68,12 +89,18 @@ PUBLIC = {
         "TrainJob", "activation_bytes_per_layer", "build_schedule", "default_time_model",
         "forecast_training", "rlhf_step", "simulate", "sweep_plans", "training_precision",
         "ATTENTION_FAMILIES", "STACKS", "StackScaled", "load_stack", "stack_time_model",
-        "CNNTrainForecast", "cnn_training_ops", "forecast_cnn_training"},
+        "CNNTrainForecast", "cnn_training_ops", "forecast_cnn_training", "PipelineTasks",
+        "pipeline_tasks"},
     "perfcast.accel": {
         "DATAFLOWS", "DIMS", "MODELS", "OBJECTIVES", "TENSORS", "AccelResult", "ArchSpec",
         "Level", "LevelMapping", "Mapping", "Problem", "arch_names", "conv_problem",
         "default_mapping", "evaluate_mapping", "gemm_problem", "get_arch", "load_arch_yaml",
         "map_layers", "model_problems", "model_totals", "onnx_problems", "search_mapping"},
+    "perfcast.report": {
+        "FIGURE_FORMATS", "TrainSchedule", "breakdown_figure", "breakdown_table", "cdf_figure",
+        "empirical_cdf", "memory_figure", "memory_table", "pareto_figure", "pareto_front",
+        "pipeline_figure", "roofline_ceilings", "roofline_figure", "roofline_points",
+        "save_figure", "throughput_latency_figure", "training_schedule", "training_trace"},
     "perfcast.cli": {"app", "main"},
 }
 

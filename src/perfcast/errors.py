@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable
+from pathlib import Path
 
-__all__ = ["InputError", "close_matches", "from_validation_error"]
+__all__ = ["MAX_USER_FILE_BYTES", "InputError", "close_matches", "from_validation_error",
+           "read_user_json", "read_user_text"]
+
+# Config files a user hands perfcast (model configs, calibrations, scenarios, price tables)
+# are kilobytes; anything this large is the wrong file, refused before it is parsed.
+MAX_USER_FILE_BYTES = 16 * 2**20
 
 
 class InputError(ValueError):
@@ -43,3 +50,35 @@ def from_validation_error(exc, prefix: str = "", default: str = "input", origin:
     field = ".".join(str(p) for p in err["loc"]) or default
     msg = err["msg"].removeprefix("Value error, ")
     return InputError(f"{prefix}{field}", f"{origin}: {msg}" if origin else msg)
+
+
+def read_user_text(path: str | Path, field: str, expected: str,
+                   max_bytes: int = MAX_USER_FILE_BYTES) -> str:
+    """A user's file as text: missing, oversized, unreadable or non-UTF-8 files become an
+    InputError naming `field` (and what was `expected`) before anything parses them."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(field, f"no file at {path}", expected)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise InputError(field, f"{path} is {size:,} bytes, over the {max_bytes:,}-byte limit",
+                         expected)
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(field, f"cannot read {path}: {exc}", expected) from None
+
+
+def read_user_json(path: str | Path, field: str, expected: str,
+                   max_bytes: int = MAX_USER_FILE_BYTES) -> dict:
+    """A user's JSON file that must hold one object (a mapping)."""
+    text = read_user_text(path, field, expected, max_bytes)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(field, f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})",
+                         expected) from None
+    if not isinstance(data, dict):
+        raise InputError(field, f"{path} holds a JSON {type(data).__name__}, not an object",
+                         expected)
+    return data

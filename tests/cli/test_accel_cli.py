@@ -64,3 +64,15 @@ def test_free_bypass_never_costs_more_energy():
 def test_a_layer_no_mapping_fits_fails_cleanly():
     res = _run("--arch", "tutorial-2level", "--model", "bert-base", "--layer", "attn_out")
     assert res.exit_code == 2 and "fits no mapping" in res.output
+
+
+def test_45nm_preset_maps_a_layer_with_table_energies():
+    res = _run("--arch", "eyeriss-like-45nm", "--model", "resnet50", "--layer", "conv1",
+               "--objective", "energy", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["arch"] == "eyeriss-like-45nm"
+    # MAC: Horowitz's 45 nm 8-bit mult + add = 0.23 pJ, once per MAC (no MAC leakage)
+    assert out["energy_by_level"]["mac"] == pytest.approx(out["macs"] * 0.23e-12)
+    assert out["energy_per_mac_j"] > 0.23e-12
+    assert out["energy_by_level"]["DRAM"] > out["energy_by_level"]["shared_glb"]

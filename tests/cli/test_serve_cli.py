@@ -132,3 +132,14 @@ def test_colocated_models_beside_their_dedicated_runs():
     bad = runner.invoke(app, ["serve", "--qps", "1", "--colocate", "mistral-7b",
                               "--colocate-sharing", "mig"])
     assert bad.exit_code == 2 and "sharing" in bad.stderr
+
+
+def test_kv_capacity_and_max_concurrency_at_the_workloads_length():
+    """I3.1: 4K-token contexts in 16-token blocks take 256 blocks each."""
+    res = runner.invoke(app, ["serve", "--model", "llama-2-7b", "--gpu", "a100-sxm4-40gb",
+                              "--concurrency", "2", "--num-requests", "2", "--prompt-tokens",
+                              "3584", "--output-tokens", "512", "--json"])
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)
+    assert s["kv_capacity_tokens"] == 16 * s["kv_blocks"]
+    assert s["max_concurrent_seqs"] == s["kv_blocks"] // 256 > 0

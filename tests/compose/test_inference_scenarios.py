@@ -82,3 +82,12 @@ def test_monotone_in_tokens_and_batch(llama7b, a100_box, prompt, extra, batch, m
     assert run(prompt + extra, batch).ttft_s >= base.ttft_s
     assert run(prompt + extra, batch).e2e_s >= base.e2e_s
     assert run(prompt, batch + more).e2e_s >= base.e2e_s
+
+
+def test_rope_context_beyond_trained_positions_is_priced_with_a_note(llama7b, a100_box):
+    """Llama-2-7B was trained on 4,096 positions; RoPE has no table, so longer contexts are
+    priced (as under RoPE scaling) and the forecast says so; within the limit, no note."""
+    long = forecast_inference(llama7b, a100_box, prompt_tokens=6000, output_tokens=4)
+    assert any("max_position_embeddings (4096)" in n for n in long.notes)
+    short = forecast_inference(llama7b, a100_box, prompt_tokens=4000, output_tokens=96)
+    assert not short.notes and long.ttft_s > short.ttft_s

@@ -14,16 +14,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _torch_models import (  # noqa: E402
-    gpt2_case,
-    kernels_alone_s,
-    measure_forward_s,
-    reference_s,
-    resnet18_case,
-    slowdown,
-    traced_ops,
-)
-
 from perfcast.compose import step_time  # noqa: E402
 from perfcast.kernels import (  # noqa: E402
     TARGET_MEASURED,
@@ -36,6 +26,15 @@ from perfcast.measure import (  # noqa: E402
     local_cpu_device,
     measure_torch_dispatch_s,
     run_torch_cpu_sweep,
+)
+from perfcast.measure.torch_models import (  # noqa: E402
+    gpt2_case,
+    kernels_alone_s,
+    measure_forward_s,
+    reference_s,
+    resnet18_case,
+    slowdown,
+    traced_ops,
 )
 from perfcast.ops import cnn_ops, eager_ops  # noqa: E402
 from perfcast.specs import Precision, cluster_for, get_model  # noqa: E402

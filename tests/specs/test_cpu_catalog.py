@@ -11,7 +11,7 @@ from perfcast.specs import DType, device_names, get_device
 from perfcast.specs._catalog import CpuCores, _cpu_entry, cpu_cores
 
 CPUS = ["epyc-9654", "cortex-a76-rpi5", "cortex-a78-sd888", "apple-m2-pcores"]
-BITS = {DType.FP32: 32, DType.FP16: 16}
+BITS = {DType.FP32: 32, DType.FP16: 16, DType.BF16: 16}
 
 
 def _raw_entries() -> list[dict]:
@@ -55,6 +55,29 @@ def test_peak_is_cores_clock_lanes_fma_times_two(name):
 def test_fp32_peak_matches_published_flops_per_cycle(name, fp32_gflops):
     # Zen 4 and Apple P-cores: 32 fp32 FLOP/cycle/core; Cortex-A76/A78: 16.
     assert get_device(name).peak_flops("fp32") == pytest.approx(fp32_gflops * 1e9)
+
+
+@pytest.mark.parametrize(("name", "dtypes"), [
+    ("epyc-9654", {"fp32", "bf16"}),  # AVX-512 BF16, no AVX-512 FP16 on Zen 4
+    ("cortex-a76-rpi5", {"fp32", "fp16"}), ("cortex-a78-sd888", {"fp32", "fp16"}),  # v8.2 FP16
+    ("apple-m2-pcores", {"fp32", "fp16", "bf16"})])  # Armv8.6-A: FEAT_BF16
+def test_half_precision_peaks_where_the_isa_has_them(name, dtypes):
+    device = get_device(name)
+    assert {d.value for d in device.dense_peak_flops} == dtypes
+    for half in dtypes - {"fp32"}:  # 16-bit lanes: twice the fp32 rate
+        assert device.peak_flops(half) == pytest.approx(2 * device.peak_flops("fp32"))
+
+
+def test_missing_half_precision_is_a_clear_error():
+    with pytest.raises(InputError, match="cortex-a76-rpi5 has no bf16 peak.*fp32, fp16"):
+        get_device("rpi5").peak_flops("bf16")
+
+
+@pytest.mark.parametrize("entry", _raw_entries(), ids=lambda e: e["device"]["name"])
+def test_every_source_says_vendor_derived_third_party_or_assumption(entry):
+    kinds = ("vendor: ", "derived: ", "third-party: ", "assumption: ")
+    for text in [*entry["device"]["sources"].values(), *entry["cores"]["sources"].values()]:
+        assert text.startswith(kinds), text
 
 
 def test_a_peak_that_disagrees_with_its_fields_is_refused():

@@ -5,7 +5,8 @@ holds `capacity_words` words per instance, moves `block_words` words per physica
 vector access: energy is charged per block, as Timeloop charges a 64-bit SRAM access shared by
 8 one-byte words) and fans out to `fanout_x` x `fanout_y` child instances (the PE array).
 Per-access energies follow Accelergy's action table: read, write (fill) and update (a partial
-sum written back), plus leakage per cycle."""
+sum written back), plus leakage per cycle. An arch naming a `technology` with a default table
+(65nm, 45nm, 40nm: accel/_energy.py) takes every energy it does not give from that table."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from perfcast.accel._energy import (
+    MEMORIES,
+    access_energy_pj,
+    mac_energy_pj,
+    memory_class,
+    technology_names,
+)
 from perfcast.errors import InputError, close_matches, from_validation_error
 
 __all__ = ["TENSORS", "ArchSpec", "Level", "arch_names", "get_arch", "load_arch_yaml"]
@@ -32,7 +40,8 @@ class Level(BaseModel):
     capacity_words: int | None = Field(None, gt=0)  # None: unbounded (DRAM)
     block_words: int = Field(1, gt=0)
     keeps: tuple[str, ...] = TENSORS
-    read_energy_pj: float = Field(ge=0)
+    memory: str | None = None  # dram, sram or regfile; None: from capacity (memory_class)
+    read_energy_pj: float = Field(ge=0)  # per block access; default: the technology's table
     write_energy_pj: float = Field(ge=0)
     update_energy_pj: float | None = Field(None, ge=0)  # None: same as a write
     leak_pj_per_cycle: float = Field(0.0, ge=0)
@@ -44,6 +53,9 @@ class Level(BaseModel):
 
     @model_validator(mode="after")
     def _known_tensors(self) -> Level:
+        if self.memory is not None and self.memory not in MEMORIES:
+            raise ValueError(f"{self.name}: unknown memory {self.memory!r} "
+                             f"(allowed: {', '.join(MEMORIES)})")
         for tensor in self.keeps:
             if tensor not in TENSORS:
                 raise ValueError(f"{self.name}: unknown tensor {tensor!r} in keeps "
@@ -82,10 +94,34 @@ class ArchSpec(BaseModel):
     technology: str = ""
     clock_hz: float = Field(gt=0)
     word_bits: int = Field(8, gt=0)
-    mac_energy_pj: float = Field(ge=0)
+    mac_energy_pj: float = Field(ge=0)  # default: the technology's table
     mac_leak_pj_per_cycle: float = Field(0.0, ge=0)
     levels: tuple[Level, ...] = Field(min_length=1)
     source: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _table_defaults(cls, data: object) -> object:
+        """Fill the MAC and per-access energies the spec leaves out from its technology's
+        default table, scaled to each level's capacity and access width."""
+        if not isinstance(data, dict):
+            return data
+        tech, bits = data.get("technology", ""), int(data.get("word_bits", 8) or 8)
+        levels = [lvl.model_dump() if isinstance(lvl, Level) else lvl
+                  for lvl in data.get("levels") or []]
+        missing = data.get("mac_energy_pj") is None or any(
+            isinstance(lvl, dict) and (lvl.get("read_energy_pj") is None
+                                       or lvl.get("write_energy_pj") is None) for lvl in levels)
+        if not missing:
+            return data
+        if tech not in technology_names():
+            raise ValueError(f"technology {tech!r} has no default energy table: give every "
+                             f"energy or name one (allowed: {', '.join(technology_names())})")
+        out = {**data, "levels": [_level_defaults(lvl, tech, bits) if isinstance(lvl, dict)
+                                  else lvl for lvl in levels]}
+        if out.get("mac_energy_pj") is None:
+            out["mac_energy_pj"] = mac_energy_pj(tech, bits)
+        return out
 
     @model_validator(mode="after")
     def _outermost_keeps_all(self) -> ArchSpec:
@@ -111,6 +147,24 @@ class ArchSpec(BaseModel):
             raise InputError("level", f"unknown level {name!r}; did you mean "
                              f"{', '.join(close_matches(name, names) or names)}?", names)
         return names.index(name)
+
+
+def _level_defaults(level: dict, tech: str, word_bits: int) -> dict:
+    """One level's read/write energies per block access from the technology's table."""
+    words, block = level.get("capacity_words"), level.get("block_words", 1)
+    if not isinstance(words, int | float | None) or not isinstance(block, int | float):
+        return level  # the Level validator names the bad value
+    size = None if words is None else words * word_bits / 8
+    memory = level.get("memory") or memory_class(size)
+    if memory not in MEMORIES:
+        raise ValueError(f"{level.get('name')}: unknown memory {memory!r} "
+                         f"(allowed: {', '.join(MEMORIES)})")
+    bits = int(block) * word_bits
+    out = dict(level)
+    for action in ("read", "write"):
+        if out.get(f"{action}_energy_pj") is None:
+            out[f"{action}_energy_pj"] = access_energy_pj(tech, memory, size, bits, action)
+    return out
 
 
 def _from_dict(data: object, origin: str) -> ArchSpec:

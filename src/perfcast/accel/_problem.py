@@ -8,6 +8,7 @@ C = 1). A GEMM (m x k) @ (k x n) is the conv with P = m, C = k, M = n and 1x1 fi
 from __future__ import annotations
 
 import math
+from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -58,31 +59,48 @@ class Problem(BaseModel):
 
     def axes(self, tensor: str) -> list[tuple[tuple[str, int], ...]]:
         """Each coordinate of `tensor` as (dim, coefficient) terms of the loop indices."""
-        ch = "M" if self.depthwise else "C"
-        if tensor == "Weights":
-            axes = [(("M", 1),), (("R", 1),), (("S", 1),)]
-            return axes if self.depthwise else [*axes, (("C", 1),)]
-        if tensor == "Inputs":
-            return [(("N", 1),), ((ch, 1),),
-                    (("P", self.stride_h), ("R", self.dilation_h)),
-                    (("Q", self.stride_w), ("S", self.dilation_w))]
-        if tensor == "Outputs":
-            return [(("N", 1),), (("M", 1),), (("P", 1),), (("Q", 1),)]
-        raise InputError("tensor", f"unknown tensor {tensor!r}", ("Weights", "Inputs", "Outputs"))
+        if tensor not in ("Weights", "Inputs", "Outputs"):
+            raise InputError("tensor", f"unknown tensor {tensor!r}",
+                             ("Weights", "Inputs", "Outputs"))
+        return list(_axes(tensor, self.depthwise, self.stride_h, self.stride_w,
+                          self.dilation_h, self.dilation_w))
 
     def size_words(self, tensor: str) -> int:
         """Distinct elements of a whole tensor."""
         return tile_words(self, tensor, self.dims)
 
 
+@cache
+def _axes(tensor: str, depthwise: bool, stride_h: int, stride_w: int, dilation_h: int,
+          dilation_w: int) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """The projection of Problem.axes, cached: the mapper asks for it millions of times."""
+    ch = "M" if depthwise else "C"
+    if tensor == "Weights":
+        axes = ((("M", 1),), (("R", 1),), (("S", 1),))
+        return axes if depthwise else (*axes, (("C", 1),))
+    if tensor == "Inputs":
+        return ((("N", 1),), ((ch, 1),), (("P", stride_h), ("R", dilation_h)),
+                (("Q", stride_w), ("S", dilation_w)))
+    return ((("N", 1),), (("M", 1),), (("P", 1),), (("Q", 1),))
+
+
 def axis_extent(axis: tuple[tuple[str, int], ...], tile: dict[str, int]) -> int:
     """Elements a tile spans along one tensor axis: sum of (bound-1)*coefficient, plus 1."""
-    return sum((tile[dim] - 1) * coef for dim, coef in axis) + 1
+    out = 1
+    for dim, coef in axis:
+        out += (tile[dim] - 1) * coef
+    return out
 
 
 def tile_words(problem: Problem, tensor: str, tile: dict[str, int]) -> int:
     """Elements of `tensor` touched by a tile of loop bounds (a hyper-rectangle)."""
-    return math.prod(axis_extent(axis, tile) for axis in problem.axes(tensor))
+    if tensor not in ("Weights", "Inputs", "Outputs"):
+        problem.axes(tensor)  # raises, naming the allowed tensors
+    out = 1
+    for axis in _axes(tensor, problem.depthwise, problem.stride_h, problem.stride_w,
+                      problem.dilation_h, problem.dilation_w):
+        out *= axis_extent(axis, tile)
+    return out
 
 
 def conv_problem(name: str, *, n: int = 1, c: int, m: int, r: int, s: int | None = None,

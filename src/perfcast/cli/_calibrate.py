@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +9,7 @@ import pandas as pd
 import typer
 
 from perfcast.cli._common import emit_json, guarded
-from perfcast.errors import InputError
+from perfcast.errors import InputError, read_user_json
 from perfcast.kernels import PhysicsModel, add_target_corrections, shipped_calibration
 from perfcast.measure import check_measurements, to_ops
 from perfcast.specs import Device, get_device
@@ -30,7 +29,8 @@ def load_device(name: str, spec: Path | None) -> Device:
     """A catalog GPU, or a spec file (e.g. the `<out>.device.json` that `perfcast measure`
     writes for the local CPU)."""
     if spec is not None:
-        return Device(**json.loads(spec.read_text()))
+        return Device(**read_user_json(spec, "spec", "a device spec JSON (`perfcast measure` "
+                                       "writes one as <out>.device.json)"))
     return get_device(name)
 
 

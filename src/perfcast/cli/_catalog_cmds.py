@@ -18,7 +18,7 @@ from perfcast.specs import (
     model_entries,
 )
 
-hardware_app = typer.Typer(help="GPU and cluster catalog.", no_args_is_help=True)
+hardware_app = typer.Typer(help="GPU, CPU and cluster catalog.", no_args_is_help=True)
 console = Console()
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -27,23 +27,36 @@ def _fmt(value: float | None, scale: float, digits: int = 0) -> str:
     return "-" if value is None else f"{value / scale:,.{digits}f}"
 
 
+def _tflops(value: float | None) -> str:
+    """TFLOP/s with enough digits for a phone CPU (0.12) and a GPU (1,979) alike."""
+    if value is None:
+        return "-"
+    return _fmt(value, 1e12, 2 if value < 10e12 else 1 if value < 100e12 else 0)
+
+
 @hardware_app.command("list")
 @guarded
 def hardware_list(json_out: JsonOpt = False) -> None:
-    """List the catalog GPUs and cluster presets."""
+    """List the catalog GPUs, CPU targets and cluster presets."""
     devices = [get_device(n) for n in device_names()]
     if json_out:
-        emit_json({"gpus": [d.model_dump(mode="json", exclude={"sources"}) for d in devices],
+        dump = [d.model_dump(mode="json", exclude={"sources"}) for d in devices]
+        emit_json({"gpus": [d for d in dump if d["kind"] == "gpu"],
+                   "cpus": [d for d in dump if d["kind"] == "cpu"],
                    "clusters": cluster_names()})
         return
-    table = Table(title="GPUs (dense peaks)")
-    for col in ("name", "arch", "SMs", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp4 TFLOP/s", "HBM GB",
-                "HBM GB/s"):
-        table.add_column(col, justify="left" if col in ("name", "arch") else "right")
+    table = Table(title="GPUs and CPUs: dense peak TFLOP/s, memory GB and GB/s "
+                        "(CPU: all cores, SMs = cores)")
+    width = max(len(d.name) for d in devices)
+    for col in ("name", "kind", "arch", "SMs", "fp32", "bf16|fp16", "fp8", "fp4", "GB",
+                "GB/s"):
+        table.add_column(col, justify="left" if col in ("name", "kind", "arch") else "right",
+                         no_wrap=col == "name", min_width=width if col == "name" else None)
     for d in devices:
         p = d.dense_peak_flops
-        table.add_row(d.name, d.arch, str(d.sm_count), _fmt(p.get("bf16") or p.get("fp16"), 1e12),
-                      _fmt(p.get("fp8"), 1e12), _fmt(p.get("fp4"), 1e12),
+        table.add_row(d.name, d.kind.upper(), d.arch, str(d.sm_count),
+                      _tflops(p.get("fp32")), _tflops(p.get("bf16") or p.get("fp16")),
+                      _tflops(p.get("fp8")), _tflops(p.get("fp4")),
                       _fmt(d.hbm_capacity_bytes, 1e9), _fmt(d.hbm_bandwidth_bps, 1e9))
     console.print(table)
     console.print("Cluster presets: " + ", ".join(cluster_names()))
@@ -51,9 +64,9 @@ def hardware_list(json_out: JsonOpt = False) -> None:
 
 @hardware_app.command("show")
 @guarded
-def hardware_show(name: Annotated[str, typer.Argument(help="GPU or cluster preset name.")],
+def hardware_show(name: Annotated[str, typer.Argument(help="GPU, CPU or cluster preset name.")],
                   json_out: JsonOpt = False) -> None:
-    """Show one GPU (or cluster preset) with the source of every number."""
+    """Show one GPU or CPU (or cluster preset) with the source of every number."""
     if name.lower() in cluster_names():
         cluster = get_cluster(name)
         payload = cluster.model_dump(mode="json")

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import JsonOption, emit_json, guarded
 from perfcast.comm import (
     ALGORITHMS,
     COLLECTIVES,
@@ -93,7 +93,7 @@ def collective(
     nodes: Annotated[int | None, typer.Option(
         help="Nodes the group spans (default: as few as hold it).")] = None,
     algorithm: Annotated[str, typer.Option(help=f"{', '.join(ALGORITHMS)}.")] = "auto",
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Seconds, algorithm and bus bandwidth of one collective (NCCL conventions)."""
     _check(op, num_gpus)

@@ -6,14 +6,22 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
 from perfcast.errors import InputError, from_validation_error
 
-__all__ = ["emit_json", "fail", "guarded", "to_input_error"]
+__all__ = ["CalibrationOption", "JsonOption", "KernelModelOption", "emit_json", "fail",
+           "guarded", "to_input_error"]
+
+# Options several forecasting commands share, declared once.
+KernelModelOption = Annotated[str, typer.Option(
+    "--kernel-model", help="calibrated (fitted on measurements) or roofline.")]
+CalibrationOption = Annotated[str | None, typer.Option(
+    help="Extra calibration JSON from `perfcast calibrate`.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def to_input_error(exc: ValidationError, prefix: str = "") -> InputError:

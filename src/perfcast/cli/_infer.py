@@ -9,7 +9,13 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import (
+    CalibrationOption,
+    JsonOption,
+    KernelModelOption,
+    emit_json,
+    guarded,
+)
 from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
 from perfcast.errors import InputError
 from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
@@ -26,14 +32,16 @@ from perfcast.specs import (
 console = Console()
 
 
-def _plan(tp: int | None, num_gpus: int | None) -> ParallelPlan:
-    tp = tp or num_gpus or 1
-    if num_gpus is not None and num_gpus != tp:
-        raise InputError("num_gpus", f"{num_gpus} GPUs with tp={tp}: one request runs on one "
-                         "TP group", str(tp))
+def _plan(tp: int | None, num_gpus: int | None, cp: int = 1) -> ParallelPlan:
+    if cp < 1:
+        raise InputError("cp", f"must be >= 1, got {cp}", ">= 1")
+    tp = tp or (num_gpus // cp if num_gpus else 1) or 1
+    if num_gpus is not None and num_gpus != tp * cp:
+        raise InputError("num_gpus", f"{num_gpus} GPUs with tp={tp}, cp={cp}: one request "
+                         "runs on one TP x CP group", str(tp * cp))
     if tp < 1:
         raise InputError("tp", f"must be >= 1, got {tp}", ">= 1")
-    return ParallelPlan(tp=tp)
+    return ParallelPlan(tp=tp, cp=cp)
 
 
 ACTIVATION_QUANT = ("separate", "fused")
@@ -75,10 +83,14 @@ def _payload(f: InferenceForecast, inputs: dict) -> dict:
         "perfcast_version": __version__, "inputs": inputs,
         "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "e2e_s": f.e2e_s,
         "throughput_tok_s": f.throughput_tok_s,
+        "vision_encode_s": f.vision_encode_s, "image_tokens": f.image_tokens,
+        "context_parallel": (f.context_parallel.as_dict() if f.context_parallel is not None
+                             else None),
         "interval_s": {k: None if v is None else {"low": v[0], "high": v[1], "level": 0.9}
                        for k, v in f.intervals_s().items()},
         "memory_bytes": f.memory.as_dict(),
         "breakdown": {"prefill": f.prefill.breakdown(), "decode_step": decode,
+                      "vision_encode": f.vision.breakdown() if f.vision is not None else None,
                       "by_family": f.breakdown().to_dict("records")},
         "notes": f.notes,
     }
@@ -87,7 +99,9 @@ def _payload(f: InferenceForecast, inputs: dict) -> dict:
 def _print(f: InferenceForecast, inputs: dict) -> None:
     km = inputs["kernel_model"]
     tier = f", {km['tier']} tier" if "tier" in km else ""
-    summary = Table(title=f"{inputs['model']} on {inputs['tp']}x {inputs['gpu']} "
+    gpus = inputs["tp"] * inputs["cp"]
+    cp = f", tp={inputs['tp']} cp={inputs['cp']}" if inputs["cp"] > 1 else ""
+    summary = Table(title=f"{inputs['model']} on {gpus}x {inputs['gpu']}{cp} "
                     f"(kernels: {km['name']}{tier})")
     summary.add_column("metric")
     summary.add_column("value", justify="right")
@@ -96,8 +110,18 @@ def _print(f: InferenceForecast, inputs: dict) -> None:
                         ("end-to-end", f"{f.e2e_s * 1e3:.1f} ms"),
                         ("throughput", f"{f.throughput_tok_s:,.1f} tok/s")):
         summary.add_row(name, value)
+    if f.vision is not None:
+        summary.add_row("  of TTFT: vision encode", f"{f.vision_encode_s * 1e3:.3f} ms")
+        summary.add_row("image tokens", f"{f.image_tokens:,}")
+    if f.context_parallel is not None:
+        c = f.context_parallel
+        summary.add_row("CP prompt tokens per GPU", f"{c.tokens_per_rank:,}")
+        summary.add_row("CP KV ring sent per GPU", f"{c.kv_ring_bytes / 1e9:.2f} GB")
+        summary.add_row("CP KV ring time (exposed)",
+                        f"{c.ring_s * 1e3:.3f} ms ({c.ring_exposed_s * 1e3:.3f} ms)")
+        summary.add_row("CP decode combine per step", f"{c.decode_combine_s * 1e3:.3f} ms")
     for key, value in f.memory.as_dict().items():
-        summary.add_row(f"memory {key.removesuffix('_bytes')}", f"{value / 1e9:.2f} GB")
+        summary.add_row(f"memory per GPU {key.removesuffix('_bytes')}", f"{value / 1e9:.2f} GB")
     console.print(summary)
     table = Table(title="Where the time goes")
     for col in ("phase", "family", "seconds", "share"):
@@ -116,7 +140,12 @@ def infer(
     gpu: Annotated[str | None, typer.Option(help="Catalog GPU name (see `hardware list`).")] = None,
     cluster: Annotated[str | None, typer.Option(help="Cluster preset instead of --gpu.")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree.")] = None,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp for one request).")] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp x cp for one request).")] = (
+        None),
+    cp: Annotated[int, typer.Option(help="Context-parallel degree: the prompt split over cp "
+                                    "GPUs (ring attention prefill, sharded-KV decode).")] = 1,
+    images: Annotated[int, typer.Option(help="Images per request (multimodal models: each "
+                                        "adds its vision tokens and encoding time).")] = 0,
     prompt_tokens: Annotated[int, typer.Option(help="Prompt length per request.")] = 512,
     output_tokens: Annotated[int, typer.Option(help="Generated tokens per request.")] = 128,
     batch: Annotated[int, typer.Option(help="Requests run together (static batch).")] = 1,
@@ -127,26 +156,27 @@ def infer(
         Execution.CUDA_GRAPH),
     host: Annotated[str, typer.Option(help=f"Host overhead: {', '.join(HOST_PROFILES)}.")] = (
         "vllm-v0"),
-    kernel_model_name: Annotated[str, typer.Option(
-        "--kernel-model", help="calibrated (fitted on measurements) or roofline.")] = "calibrated",
-    calibration: Annotated[str | None, typer.Option(
-        help="Extra calibration JSON from `perfcast calibrate`.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    kernel_model_name: KernelModelOption = "calibrated",
+    calibration: CalibrationOption = None,
+    json_out: JsonOption = False,
 ) -> None:
     """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
     if (gpu is None) == (cluster is None):
         raise InputError("gpu", "give exactly one of --gpu or --cluster", "see `hardware list`")
     spec = get_model(model, model_config)
-    plan = _plan(tp, num_gpus)
-    box = get_cluster(cluster, plan.tp) if cluster else cluster_for(get_device(gpu), plan.tp)
+    plan = _plan(tp, num_gpus, cp)
+    gpus = plan.tp * plan.cp
+    box = get_cluster(cluster, gpus) if cluster else cluster_for(get_device(gpu), gpus)
     precision = _precision(dtype, kv_dtype, weight_dtype)
     model_obj, model_info = kernel_model(kernel_model_name, calibration)
     if isinstance(model_obj, PhysicsModel):
         model_info["tier"] = model_obj.tier(box.device)
     forecast = forecast_inference(
         spec, box, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-        precision=precision, plan=plan, execution=execution, host=host, time_model=model_obj)
+        precision=precision, plan=plan, execution=execution, host=host, time_model=model_obj,
+        images=images)
     inputs = {"model": spec.name, "gpu": box.device.name, "cluster": box.name, "tp": plan.tp,
+              "cp": plan.cp, "images": images,
               "batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
               "precision": precision.model_dump(mode="json"), "execution": str(execution),
               "host": host, "kernel_model": model_info}

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import JsonOption, emit_json, guarded
 from perfcast.errors import InputError
 from perfcast.measure._cpu import local_cpu_device
 from perfcast.measure._harness import run_cpu_sweep, run_gpu_sweep
@@ -108,7 +108,7 @@ def measure(
     repeats: Annotated[int, typer.Option(help="Timed repeats per shape (median kept).")] = 5,
     seed: Annotated[int, typer.Option(help="Seed for the shape list and data.")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Time gemm, elementwise, activation, softmax and norm kernels on this machine into a
     measurement file (perfcast's store schema), with the device spec in <out>.device.json."""

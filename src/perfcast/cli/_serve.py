@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import JsonOption, emit_json, guarded
 from perfcast.cli._infer import _precision
 from perfcast.errors import InputError
 from perfcast.serve import (
@@ -141,7 +142,7 @@ def serve(
                    ] = None,
     trace_out: Annotated[Path | None, typer.Option(help="Perfetto/Chrome-trace JSON file.")
                          ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_out: JsonOption = False,
     ep: Annotated[int, typer.Option(help="Expert-parallel degree of MoE layers (must divide "
                                     "tp x attention-dp).")] = 1,
     attention_dp: Annotated[int, typer.Option(
@@ -193,7 +194,7 @@ def serve(
             console.print_json(json.dumps(summary))
         return
     result = simulate(config, workload, seed=seed, timeline=trace_out is not None)
-    summary = result.summary(ttft_slo, tpot_slo)
+    summary = result.summary(ttft_slo, tpot_slo) | _kv_capacity(result, config.block_size)
     if out is not None:
         (result.to_csv if out.suffix == ".csv" else result.to_parquet)(out)
     if trace_out is not None:
@@ -209,6 +210,16 @@ def serve(
         emit_json({"perfcast_version": __version__, "inputs": inputs, **summary})
     else:
         _print(summary, inputs)
+
+
+def _kv_capacity(result, block_size: int) -> dict:
+    """KV capacity in tokens per replica, and how many sequences of this workload's mean
+    length (prompt + output) fit in it at once (vLLM logs the same "maximum concurrency")."""
+    r = result.requests
+    mean_tokens = float((r["prompt_tokens"] + r["output_tokens"]).mean())
+    blocks_per_seq = max(1, math.ceil(mean_tokens / block_size))
+    return {"kv_capacity_tokens": result.kv_blocks * block_size,
+            "max_concurrent_seqs": result.kv_blocks // blocks_per_seq}
 
 
 def _colocated(config: ServeConfig, others: list[str], sharing: str, make, seed: int,

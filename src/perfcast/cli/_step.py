@@ -11,7 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import (
+    CalibrationOption,
+    JsonOption,
+    KernelModelOption,
+    emit_json,
+    guarded,
+)
 from perfcast.cli._infer import kernel_model
 from perfcast.compose import (
     Execution,
@@ -72,13 +78,11 @@ def step(
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline stages (one micro-batch).")] = 1,
     dp: Annotated[int, typer.Option(help="Data-parallel replicas (DDP).")] = 1,
-    kernel_model_name: Annotated[str, typer.Option(
-        "--kernel-model", help="calibrated (fitted on measurements) or roofline.")] = "calibrated",
-    calibration: Annotated[str | None, typer.Option(
-        help="Extra calibration JSON from `perfcast calibrate`.")] = None,
+    kernel_model_name: KernelModelOption = "calibrated",
+    calibration: CalibrationOption = None,
     trace: Annotated[Path | None, typer.Option(
         help="Write a Chrome-trace/Perfetto JSON of the step here.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Forecast one iteration: time, 90% interval and where the time goes."""
     if mode not in EAGER_MODES:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -9,7 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import (
+    CalibrationOption,
+    JsonOption,
+    KernelModelOption,
+    emit_json,
+    guarded,
+)
 from perfcast.cli._infer import kernel_model
 from perfcast.cli._train_cnn import train_cnn
 from perfcast.errors import InputError
@@ -121,18 +129,24 @@ def train(
                                ] = 256,
     generation_tp: Annotated[int, typer.Option(help="RLHF: GPUs per generation replica.")
                              ] = 1,
-    kernel_model_name: Annotated[str, typer.Option(
-        "--kernel-model", help="calibrated (fitted on measurements) or roofline.")] = "calibrated",
-    calibration: Annotated[str | None, typer.Option(
-        help="Extra calibration JSON from `perfcast calibrate`.")] = None,
+    kernel_model_name: KernelModelOption = "calibrated",
+    calibration: CalibrationOption = None,
     stack: Annotated[str, typer.Option(
         help="Training software stack: none (the calibrated kernels as benchmarked) or "
              "llm-foundry (MosaicML's PyTorch FSDP stack: kernel-time factors fitted on its "
              "measured runs, A100/Ampere and H100/Hopper).")] = "none",
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    allow_oom: Annotated[bool, typer.Option(
+        help="Print the forecast of a plan that does not fit in memory (with fits: false and "
+             "the memory breakdown) instead of refusing it.")] = False,
+    trace_out: Annotated[Path | None, typer.Option(
+        help="Write a Chrome-trace/Perfetto JSON of the iteration here (per stage: forward/"
+             "backward micro-batches, p2p receives; then gradient reduction, optimizer).")
+    ] = None,
+    json_out: JsonOption = False,
 ) -> None:
     """Forecast one training iteration: time, tokens/s, MFU, memory per GPU and where the
     time goes (compute, exposed communication per kind, pipeline bubble, optimizer)."""
+    _check_trace_out(trace_out, sweep or rlhf or model in CNN_MODELS)
     if recompute not in RECOMPUTE:
         raise InputError("recompute", f"unknown {recompute!r}", RECOMPUTE)
     dp_degree, gpus = _layout(num_gpus, tp, pp, dp, cp)
@@ -144,7 +158,8 @@ def train(
     if model in CNN_MODELS:
         only = {"tp": (tp, 1), "pp": (pp, 1), "cp": (cp, 1), "ep": (ep, 1), "sp": (sp, False),
                 "zero": (zero, 0), "recompute": (recompute, "none"), "lora_rank": (lora_rank,
-                None), "sweep": (sweep, False), "rlhf": (rlhf, False), "stack": (stack, "none")}
+                None), "sweep": (sweep, False), "rlhf": (rlhf, False), "stack": (stack, "none"),
+                "allow_oom": (allow_oom, False)}
         train_cnn(model, machines, gpus, micro_batch, global_batch, dtype or "fp32",
                   time_model, info, only, json_out)
         return
@@ -178,7 +193,7 @@ def train(
                          generation_tp=generation_tp, precision=precision,
                          recompute=recompute, time_model=time_model)
         inputs.update(response_tokens=response_tokens, generation_tp=generation_tp)
-        _check_fits(step.actor, machines)
+        _check_fits(step.actor, machines, allow_oom)
         _emit({"perfcast_version": __version__, "inputs": inputs, **step.as_dict()},
               json_out, _print_rlhf)
         return
@@ -186,15 +201,32 @@ def train(
                    micro_batch=micro_batch, global_batch=batch, precision=precision,
                    recompute=recompute, lora_rank=lora_rank)
     fc = forecast_training(job, time_model=time_model)
-    _check_fits(fc, machines)
+    _check_fits(fc, machines, allow_oom)
+    if trace_out is not None:
+        from perfcast.report import training_schedule, training_trace
+
+        trace = training_trace(training_schedule(job, time_model=time_model))
+        trace_out.write_text(json.dumps(trace))
     _emit({"perfcast_version": __version__, "inputs": inputs, **fc.as_dict()}, json_out,
           lambda payload: _print(payload, fc))
 
 
-def _check_fits(fc: TrainForecast, machines: Cluster) -> None:
-    """The CLI refuses a plan whose memory per GPU exceeds the device's (the API returns
-    it with fits=False)."""
-    if not fc.fits:
+def _check_trace_out(trace_out: Path | None, other_mode: bool) -> None:
+    """--trace-out traces one LLM training iteration, into a new file."""
+    if trace_out is None:
+        return
+    if other_mode:
+        raise InputError("trace_out", "traces one LLM training iteration", "omit it with "
+                         "--sweep, --rlhf or a CNN model")
+    if trace_out.exists():
+        raise InputError("trace_out", f"{trace_out} exists; refusing to overwrite it",
+                         "a new path")
+
+
+def _check_fits(fc: TrainForecast, machines: Cluster, allow_oom: bool) -> None:
+    """The CLI refuses a plan whose memory per GPU exceeds the device's unless told to print
+    it anyway (the API returns it with fits=False)."""
+    if not fc.fits and not allow_oom:
         raise InputError("memory", f"needs {fc.memory_per_gpu_bytes / 1e9:.1f} GB per GPU ("
                          + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in fc.memory.items())
                          + f") but {machines.device.name} has {fc.capacity_bytes / 1e9:.1f} GB",

@@ -407,3 +407,32 @@ def _table7(table) -> Table:
                     f"{r.measured_s:.3g}", f"{r.forecast_s:.3g}", f"{r.spec_alphabeta_s:.3g}",
                     f"{r.ape:.1%}")
     return out
+
+
+@validate_app.command("all")
+@guarded
+def all_cmd(
+    out: Annotated[Path | None, typer.Option(
+        help="Directory: one sub-folder of reports per check.")] = None,
+    quick: Annotated[bool, typer.Option(
+        help="CI-sized samples (kernels subsampled, 1 serving point per group).")] = False,
+) -> None:
+    """Every accuracy check in turn: kernels, models, serving (aggregated and disaggregated),
+    training and collectives, each beside its baseline."""
+    _check_out(out)
+
+    def sub(name: str) -> Path | None:
+        return None if out is None else out / name
+
+    console.rule("kernels: per-kernel MAPE on held-out devices")
+    kernels(quick=quick, out=sub("kernels"))
+    console.rule("models: whole-model forecasts against measured model times")
+    models_cmd(out=sub("models"))
+    for mode in ("agg", "disagg"):
+        console.rule(f"serving ({mode}): TTFT/TPOT against measured serving benchmarks")
+        serving_cmd(mode=mode, points_per_group=1 if quick else None,
+                    out=sub(f"serving-{mode}"))
+    console.rule("training: MPT tokens/s and MFU (llm-foundry)")
+    training_cmd()
+    console.rule("collectives: NCCL collectives per message-size regime")
+    collectives_cmd(out=sub("collectives"))

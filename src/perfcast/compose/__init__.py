@@ -1,6 +1,12 @@
 """Kernel times composed into step times and single-request inference forecasts."""
 
 from perfcast.compose._cnn_fusion import fuse_cnn_kernels
+from perfcast.compose._diffusion import (
+    DIFFUSION_DTYPES,
+    DiffusionForecast,
+    forecast_diffusion,
+    vae_dtype,
+)
 from perfcast.compose._host import HOST_PROFILES, host_overhead_s
 from perfcast.compose._inference import InferenceForecast, forecast_inference
 from perfcast.compose._parallel import (
@@ -9,6 +15,7 @@ from perfcast.compose._parallel import (
     data_parallel_step,
     pipeline_step,
 )
+from perfcast.compose._rag import RAGForecast, forecast_rag
 from perfcast.compose._serving_step import BatchStats, ServingStepModel
 from perfcast.compose._step import (
     EAGER_DISPATCH_S,
@@ -26,4 +33,6 @@ __all__ = [
     "data_parallel_step", "pipeline_step", "Execution", "InferenceForecast", "StepForecast",
     "chrome_trace", "forecast_inference", "fuse_cnn_kernels", "host_overhead_s",
     "kernel_sequence", "model_tier", "step_time", "step_timeline",
+    "DIFFUSION_DTYPES", "DiffusionForecast", "forecast_diffusion", "vae_dtype",
+    "RAGForecast", "forecast_rag",
 ]

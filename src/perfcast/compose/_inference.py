@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
+from perfcast.comm import CollectiveModel, RingAlphaBeta
+from perfcast.compose._context_parallel import (
+    ContextParallelCost,
+    check_cp,
+    cp_decode_context,
+    cp_prefill_batch,
+    cp_tokens_per_rank,
+    decode_combine,
+    kv_hop_bytes,
+    ring_prefill,
+)
 from perfcast.compose._host import host_overhead_s
 from perfcast.compose._step import Execution, StepForecast, step_time
+from perfcast.compose._vision import vision_step, with_vision_weights
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel
+from perfcast.kernels import ExecutionTimeModel, RooflineModel
 from perfcast.ops import Batch, MemoryFootprint, inference_memory, step_ops
+from perfcast.ops._vision import vision_encoder_spec
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
 
 __all__ = ["InferenceForecast", "forecast_inference"]
@@ -32,6 +46,13 @@ class InferenceForecast:
     decode: StepForecast | None
     decode_steps: int
     notes: list[str] = field(default_factory=list)
+    vision: StepForecast | None = None  # image encoding + projector, before the prefill
+    image_tokens: int = 0  # tokens the images add to each prompt
+    context_parallel: ContextParallelCost | None = None  # cp > 1 only
+
+    @property
+    def vision_encode_s(self) -> float:
+        return self.vision.time_s if self.vision is not None else 0.0
 
     def intervals_s(self) -> dict[str, tuple[float, float] | None]:
         """90% intervals of TTFT, TPOT and end-to-end latency: each step's kernel-tier
@@ -43,6 +64,10 @@ class InferenceForecast:
             return (value * low / step.time_s, value * high / step.time_s)
 
         ttft = scaled(self.prefill, self.ttft_s)
+        if self.vision is not None:  # TTFT = encoding + prefill: the two intervals add
+            pre = scaled(self.prefill, self.prefill.time_s)
+            vis = self.vision.interval_s
+            ttft = None if pre is None or vis is None else (pre[0] + vis[0], pre[1] + vis[1])
         tpot = scaled(self.decode, self.tpot_s)
         e2e = None
         if ttft is not None:
@@ -54,6 +79,8 @@ class InferenceForecast:
     def breakdown(self) -> pd.DataFrame:
         """Seconds per kernel family in prefill and in all decode steps together."""
         parts = [self.prefill.by("family").assign(phase="prefill")]
+        if self.vision is not None:
+            parts.insert(0, self.vision.by("family").assign(phase="vision_encode"))
         if self.decode is not None and self.decode_steps:
             d = self.decode.by("family").assign(phase="decode")
             d["total_s"] *= self.tpot_s * self.decode_steps / max(self.decode.time_s, 1e-30)
@@ -67,23 +94,60 @@ def _check_fits(memory: MemoryFootprint, cluster: Cluster, plan: ParallelPlan) -
     capacity = cluster.device.hbm_capacity_bytes
     if memory.total_bytes > capacity:
         need = memory.total_bytes / 1e9
+        cp = f", cp={plan.cp}" if plan.cp > 1 else ""
         raise InputError(
             "memory", f"needs {need:.1f} GB per GPU (weights {memory.weights_bytes / 1e9:.1f}, "
             f"KV {memory.kv_cache_bytes / 1e9:.1f}, activations "
             f"{memory.activation_bytes / 1e9:.1f}) but {cluster.device.name} has "
-            f"{capacity / 1e9:.1f} GB at tp={plan.tp}",
-            "a larger --tp/--num-gpus, a narrower --dtype/--kv-dtype, or a smaller --batch")
+            f"{capacity / 1e9:.1f} GB at tp={plan.tp}{cp}",
+            "a larger --tp/--num-gpus/--cp, a narrower --dtype/--kv-dtype, or a smaller --batch")
 
 
-def _validate(batch: int, prompt_tokens: int, output_tokens: int, model: ModelSpec) -> None:
+def _validate(batch: int, prompt_tokens: int, output_tokens: int,
+              model: ModelSpec) -> list[str]:
+    """Refuse impossible lengths; notes for lengths a RoPE model was not trained on."""
     for name, value, low in (("batch", batch, 1), ("prompt_tokens", prompt_tokens, 1),
                              ("output_tokens", output_tokens, 0)):
         if value < low:
             raise InputError(name, f"must be >= {low}, got {value}", f">= {low}")
     limit = model.max_position_embeddings
-    if limit and model.position == "learned" and prompt_tokens + output_tokens > limit:
-        raise InputError("prompt_tokens", f"prompt + output = {prompt_tokens + output_tokens} "
+    total = prompt_tokens + output_tokens
+    if limit and model.position == "learned" and total > limit:
+        raise InputError("prompt_tokens", f"prompt + output = {total} "
                          f"exceeds {model.name}'s {limit} learned positions", f"<= {limit}")
+    used = prompt_tokens + max(output_tokens - 1, 0)  # the last token is never fed back
+    if limit and model.position == "rope" and used > limit:
+        # RoPE has no position table: the cost of longer contexts is the same shapes, so it is
+        # priced; whether the model's quality holds there is another question (RoPE scaling).
+        return [f"{used} positions (prompt + output - 1) exceed {model.name}'s "
+                f"max_position_embeddings ({limit}); priced as a RoPE-scaled context"]
+    return []
+
+
+def _prefill(price, model: ModelSpec, cluster: Cluster, precision: Precision,
+             plan: ParallelPlan, comm: CollectiveModel, batch: int, prompt: int,
+             time_model: ExecutionTimeModel) -> tuple[StepForecast, dict]:
+    """The prefill step (with CP: one rank's share of it plus the KV ring)."""
+    if plan.cp == 1:
+        return price(Batch.prefill(batch, prompt)), {}
+    step = price(cp_prefill_batch(batch, prompt, plan.cp))
+    return ring_prefill(step, model, precision, plan, cluster, comm, batch,
+                        cp_tokens_per_rank(prompt, plan.cp), time_model)
+
+
+def _memory(model: ModelSpec, precision: Precision, plan: ParallelPlan, batch: int,
+            prompt: int, output_tokens: int) -> MemoryFootprint:
+    """Per-GPU memory; with CP each rank keeps its 1/cp of the KV and of the prefill's
+    activations, plus two KV blocks of the ring in flight (received, being sent)."""
+    if plan.cp == 1:
+        memory = inference_memory(model, precision, plan, batch, prompt + output_tokens, prompt)
+    else:
+        chunk = cp_tokens_per_rank(prompt, plan.cp)
+        memory = inference_memory(model, precision, plan, batch,
+                                  chunk + math.ceil(output_tokens / plan.cp), chunk)
+        ring = 2 * kv_hop_bytes(model, precision, plan, batch, chunk)
+        memory = replace(memory, activation_bytes=memory.activation_bytes + ring)
+    return with_vision_weights(memory, model, precision, plan)
 
 
 def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
@@ -91,41 +155,84 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
                        precision: Precision | None = None, plan: ParallelPlan | None = None,
                        execution: Execution | str = Execution.CUDA_GRAPH,
                        host: str = "vllm-v0",
-                       time_model: ExecutionTimeModel | None = None) -> InferenceForecast:
+                       time_model: ExecutionTimeModel | None = None,
+                       images: int = 0,
+                       comm_model: CollectiveModel | None = None) -> InferenceForecast:
     """TTFT, TPOT, end-to-end latency and memory of `batch` identical requests run together.
 
     The first output token comes from the prefill step; each further token is one decode step
-    over a context one token longer than the last.
+    over a context one token longer than the last. `images` per request (multimodal models)
+    are encoded first and add `vision.image_tokens` each to the prompt; TTFT includes the
+    encoding. `plan.cp` > 1 splits each prompt over a context-parallel group (see
+    compose/_context_parallel.py); cp = 1 is the plain forecast.
     """
     precision = precision or Precision()
     plan = plan or ParallelPlan()
+    time_model = time_model or RooflineModel()
+    comm = comm_model or RingAlphaBeta()
+    image_tokens = 0
+    if images < 0:
+        raise InputError("images", f"must be >= 0, got {images}", ">= 0")
+    if images:
+        vision_encoder_spec(model)  # refuses a model without a vision tower
+        image_tokens = images * model.vision.image_tokens
     _validate(batch, prompt_tokens, output_tokens, model)
+    prompt = prompt_tokens + image_tokens
+    notes = _validate(batch, prompt, output_tokens, model)
     plan.check(model)
-    notes = []
+    check_cp(model, plan, cluster)
     if model.kind == "encoder" and output_tokens:
         notes.append(f"{model.name} is encoder-only: one forward pass, no generated tokens")
         output_tokens = 0
-    memory = inference_memory(model, precision, plan, batch, prompt_tokens + output_tokens,
-                              prompt_tokens)
+    memory = _memory(model, precision, plan, batch, prompt, output_tokens)
     _check_fits(memory, cluster, plan)
 
     def price(b: Batch) -> StepForecast:
         return step_time(step_ops(model, b, precision, plan), cluster, execution,
-                         host_overhead_s(host, batch, plan.tp), time_model)
+                         host_overhead_s(host, batch, plan.tp), time_model, comm_model)
 
-    prefill = price(Batch.prefill(batch, prompt_tokens))
+    vision = (vision_step(model, batch * images, precision, plan, cluster, execution,
+                          time_model, comm_model) if images else None)
+    prefill, ring = _prefill(price, model, cluster, precision, plan, comm, batch, prompt,
+                             time_model)
     steps = max(output_tokens - 1, 0)
     decode, decode_total = None, 0.0
     if steps:
-        first = 1 if model.kind == "encoder-decoder" else prompt_tokens + 1
+        first = 1 if model.kind == "encoder-decoder" else prompt + 1
         contexts = np.arange(first, first + steps)
         samples = np.unique(np.linspace(contexts[0], contexts[-1], DECODE_SAMPLES).round())
-        enc = prompt_tokens if model.kind == "encoder-decoder" else 0
-        priced = [price(Batch.decode(batch, int(c), enc)) for c in samples]
+        enc = prompt if model.kind == "encoder-decoder" else 0
+        priced = [_decode(price, model, cluster, precision, plan, comm, batch, int(c), enc,
+                          time_model) for c in samples]
         decode_total = float(np.interp(contexts, samples, [p.time_s for p in priced]).sum())
         decode = priced[len(priced) // 2]
-    e2e = prefill.time_s + decode_total
+    ttft = prefill.time_s + (vision.time_s if vision is not None else 0.0)
+    e2e = ttft + decode_total
     return InferenceForecast(
-        ttft_s=prefill.time_s, tpot_s=decode_total / steps if steps else None, e2e_s=e2e,
+        ttft_s=ttft, tpot_s=decode_total / steps if steps else None, e2e_s=e2e,
         throughput_tok_s=batch * max(output_tokens, 0) / e2e if output_tokens else 0.0,
-        memory=memory, prefill=prefill, decode=decode, decode_steps=steps, notes=notes)
+        memory=memory, prefill=prefill, decode=decode, decode_steps=steps, notes=notes,
+        vision=vision, image_tokens=image_tokens,
+        context_parallel=_cp_cost(plan, prompt, ring, decode))
+
+
+def _decode(price, model: ModelSpec, cluster: Cluster, precision: Precision,
+            plan: ParallelPlan, comm: CollectiveModel, batch: int, context: int, enc: int,
+            time_model: ExecutionTimeModel) -> StepForecast:
+    """One decode step at `context` tokens (with CP: over this rank's shard, plus the merge
+    of the ranks' partial attention)."""
+    if plan.cp == 1:
+        return price(Batch.decode(batch, context, enc))
+    step = price(Batch.decode(batch, cp_decode_context(context, plan.cp), enc))
+    return decode_combine(step, model, precision, plan, cluster, comm, batch, time_model)
+
+
+def _cp_cost(plan: ParallelPlan, prompt: int, ring: dict,
+             decode: StepForecast | None) -> ContextParallelCost | None:
+    if plan.cp == 1:
+        return None
+    combine = 0.0
+    if decode is not None:
+        combine = float(decode.ops.loc[decode.ops["op"] == "cp_attn_combine", "total_s"].sum())
+    return ContextParallelCost(cp=plan.cp, tokens_per_rank=cp_tokens_per_rank(prompt, plan.cp),
+                               decode_combine_s=combine, **ring)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, read_user_text
 from perfcast.kernels._fit import fit_family
 from perfcast.kernels._physics import (
     FamilyParams,
@@ -117,11 +117,15 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
+        expected = "a file written by `perfcast calibrate`"
+        text = read_user_text(path, "calibration", expected)
         try:
-            return cls.from_json(Path(path).read_text())
-        except (OSError, json.JSONDecodeError, KeyError) as exc:
-            raise InputError("calibration", f"cannot read {path}: {exc}",
-                             "a file written by `perfcast calibrate`") from None
+            return cls.from_json(text)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError("calibration", f"cannot read {path}: {type(exc).__name__}: {exc}",
+                             expected) from None
 
     def merged_with(self, other: Calibration) -> Calibration:
         """This calibration plus another's per-device corrections (a user's own devices)."""

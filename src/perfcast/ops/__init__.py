@@ -2,6 +2,8 @@
 
 from perfcast.ops._batch import Batch, attended_keys
 from perfcast.ops._cnn import CNN_MODELS, cnn_ops
+from perfcast.ops._diffusion import unet_ops, weight_params
+from perfcast.ops._diffusion_parts import scheduler_ops, text_encoder_ops, vae_decode_ops
 from perfcast.ops._eager import EAGER_MODES, OPTIMIZERS, eager_ops
 from perfcast.ops._fusion import FUSION_RULES
 from perfcast.ops._memory import (
@@ -10,6 +12,7 @@ from perfcast.ops._memory import (
     kv_bytes_per_token,
     weight_bytes_per_gpu,
 )
+from perfcast.ops._retrieval import INDEX_KINDS, VectorIndex, embed_ops, search_ops
 from perfcast.ops._table import COLUMNS, COMM_FAMILIES, FUSED_QUANT, TENSOR_FAMILIES
 from perfcast.ops._training import training_ops
 from perfcast.ops._transformer import step_ops
@@ -19,4 +22,6 @@ __all__ = [
     "OPTIMIZERS", "TENSOR_FAMILIES",
     "Batch", "MemoryFootprint", "attended_keys", "cnn_ops", "eager_ops", "inference_memory",
     "kv_bytes_per_token", "step_ops", "training_ops", "weight_bytes_per_gpu",
+    "scheduler_ops", "text_encoder_ops", "unet_ops", "vae_decode_ops", "weight_params",
+    "INDEX_KINDS", "VectorIndex", "embed_ops", "search_ops",
 ]

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from perfcast.errors import InputError, close_matches, from_validation_error
+from perfcast.errors import InputError, close_matches, from_validation_error, read_user_json
 from perfcast.specs._cluster import Cluster, Link, LinkKind
 from perfcast.specs._device import Device
 from perfcast.specs._dtype import DType, bytes_per_element
@@ -39,7 +39,7 @@ def _resolve(kind: str, name: str, index: dict[str, str], names: list[str]) -> s
     if hit is None:
         hint = close_matches(name, names) or names[:8]
         raise InputError(kind, f"unknown {kind} {name!r}; did you mean {', '.join(hint)}?",
-                         f"`perfcast {'hardware list' if kind == 'gpu' else 'models'}`")
+                         f"`perfcast {'models' if kind == 'model' else 'hardware list'}`")
     return hit
 
 
@@ -96,10 +96,25 @@ def _cpus() -> dict[str, tuple[Device, CpuCores, list[str]]]:
     return out
 
 
+def _resolve_device(name: str) -> str:
+    """The canonical name of a catalog GPU or CPU. A miss names both kinds and suggests the
+    closest names and aliases of either (field `gpu`, the CLI option that takes it)."""
+    devices, index = _devices()
+    hit = index.get(_key(name))
+    if hit is not None:
+        return hit
+    hint = list(dict.fromkeys(index[k] for k in close_matches(_key(name), index, n=6)))[:3]
+    cpus = list(_cpus())
+    gpus = [d for d in devices if d not in cpus]
+    hint = hint or [*gpus[:4], *cpus[:2]]
+    raise InputError("gpu", f"unknown gpu or cpu device {name!r}; did you mean "
+                     f"{', '.join(hint)}?", f"`perfcast hardware list`: {len(gpus)} GPUs, "
+                     f"{len(cpus)} CPUs ({', '.join(cpus)})")
+
+
 def cpu_cores(name: str) -> CpuCores:
     """SIMD width and FMA units of a catalog CPU target (`epyc-9654`, `cortex-a76`, `m2`)."""
-    devices, index = _devices()
-    canonical = _resolve("gpu", name, index, list(devices))
+    canonical = _resolve_device(name)
     cpus = _cpus()
     if canonical not in cpus:
         raise InputError("cpu", f"{canonical} is not a CPU target", list(cpus))
@@ -112,8 +127,7 @@ def device_names() -> list[str]:
 
 def get_device(name: str) -> Device:
     """A catalog GPU or CPU target by name or alias (`h100-sxm`, `H100`, `epyc-9654`)."""
-    devices, index = _devices()
-    return devices[_resolve("gpu", name, index, list(devices))]
+    return _devices()[0][_resolve_device(name)]
 
 
 @cache
@@ -198,17 +212,34 @@ def get_model(name: str | None = None, config_path: str | Path | None = None) ->
                          "a catalog name or a config.json path")
     if config_path is not None:
         path = Path(config_path)
-        try:
-            config = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError("model_config", f"cannot read {path}: {exc}",
-                             "a readable HF config.json") from None
+        config = read_user_json(path, "model_config", "a HuggingFace config.json")
         label = path.parent.name if path.name == "config.json" else path.stem
     else:
         entries, index = _model_index()
         label = _resolve("model", name, index, list(entries))
         config = load_model_config(label)
+    _check_sizes(config)
     try:
         return ModelSpec.from_hf_config(config, name=label)
     except ValidationError as exc:
         raise from_validation_error(exc, prefix="model_config.", default="config") from None
+    except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError) as exc:
+        raise InputError("model_config", f"not a config perfcast can read: "
+                         f"{type(exc).__name__}: {exc}", "a HuggingFace config.json") from None
+
+
+# HF config fields that are counts or sizes, under the names the supported families use
+_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+              "intermediate_size", "vocab_size", "max_position_embeddings", "head_dim",
+              "n_embd", "n_layer", "n_head", "n_positions", "d_model", "n_heads", "n_layers",
+              "num_local_experts", "num_experts_per_tok", "moe_intermediate_size")
+
+
+def _check_sizes(config: dict) -> None:
+    """Counts and sizes must be positive integers; named here before any arithmetic on them."""
+    for key in _SIZE_KEYS:
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise InputError(f"model_config.{key}", f"must be a positive integer, got "
+                             f"{value!r}", ">= 1")

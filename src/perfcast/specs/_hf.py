@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfcast.errors import InputError
+from perfcast.specs._vision import vision_fields
 
 __all__ = ["spec_fields"]
 
@@ -120,10 +121,11 @@ def _mpt_fields(config: dict[str, Any]) -> dict[str, Any]:
 
 def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     """ModelSpec keyword arguments from a parsed config.json."""
+    vision_of = None
     if "text_config" in config and "hidden_size" not in config:  # LLaVA-style wrappers
         text = config["text_config"]
         # HF serialises nested configs as a diff against the class defaults: restore them.
-        config = {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}
+        vision_of, config = config, {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}
     model_type = str(config.get("model_type", "")).lower()
     if model_type == "switch_transformers":
         return {**_switch_fields(config), "model_type": model_type}
@@ -166,4 +168,5 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
         "attention_bias": bool(config.get("attention_bias", model_type in {"qwen2", "gpt2"})),
         "moe": _moe_fields(config, intermediate),
         "mla": mla,
+        "vision": vision_fields(vision_of, hidden) if vision_of else None,
     }

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from perfcast.specs._vision import VisionSpec
+
 __all__ = ["ModelSpec", "MoESpec", "MLASpec"]
 
 
@@ -67,6 +69,8 @@ class ModelSpec(BaseModel):
     attention_bias: bool = False
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    vision: VisionSpec | None = Field(default=None, description="multimodal models' vision "
+                                      "tower and projector (not counted in total_params)")
 
     @model_validator(mode="after")
     def _heads_group(self) -> ModelSpec:

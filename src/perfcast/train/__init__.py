@@ -3,6 +3,7 @@ parallelism, ZeRO/FSDP, pipeline schedules, recomputation, FP8 and LoRA; time pe
 iteration with its breakdown, memory per GPU, MFU; the plan search; RLHF PPO steps."""
 
 from perfcast.train._cnn import CNNTrainForecast, cnn_training_ops, forecast_cnn_training
+from perfcast.train._engine import PipelineTasks, pipeline_tasks
 from perfcast.train._forecast import (
     FLOP_CONVENTION,
     TrainForecast,
@@ -24,8 +25,9 @@ from perfcast.train._sweep import SWEEP_COLUMNS, sweep_plans
 
 __all__ = ["ATTENTION_FAMILIES", "CNNTrainForecast", "FLOP_CONVENTION", "RECOMPUTE", "STACKS",
            "SWEEP_COLUMNS",
-           "RLHFForecast", "StackScaled", "TrainForecast", "TrainJob",
+           "PipelineTasks", "RLHFForecast", "StackScaled", "TrainForecast", "TrainJob",
            "activation_bytes_per_layer", "build_schedule", "cnn_training_ops",
            "default_time_model", "forecast_cnn_training",
-           "forecast_training", "load_stack", "rlhf_step", "simulate", "stack_time_model",
+           "forecast_training", "load_stack", "pipeline_tasks", "rlhf_step", "simulate",
+           "stack_time_model",
            "sweep_plans", "training_precision"]

@@ -15,6 +15,7 @@ reduction, the optimizer and the parameter all-gather after the last stage finis
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -27,10 +28,10 @@ from perfcast.train._job import RECOMPUTE, TrainJob
 from perfcast.train._layer import LayerKey, price_layers
 from perfcast.train._memory import state_bytes_per_param
 from perfcast.train._parts import Parts, layer_parts, params_per_gpu
-from perfcast.train._pipeline import stage_results
-from perfcast.train._schedule import build_schedule
+from perfcast.train._pipeline import stage_results, stage_tasks
+from perfcast.train._schedule import Schedule, build_schedule
 
-__all__ = ["EXPOSED_KINDS", "evaluate", "plan_arrays"]
+__all__ = ["EXPOSED_KINDS", "PipelineTasks", "evaluate", "pipeline_tasks", "plan_arrays"]
 
 EXPOSED_KINDS = ("tp", "sp", "cp", "ep_alltoall", "dp_allreduce", "zero_allgather",
                  "zero_reducescatter", "pp_sendrecv")
@@ -77,10 +78,9 @@ def _group_key(job: TrainJob) -> tuple[str, int, int, int]:
     return kind, p, job.micro_batches, job.virtual_stages if kind == "interleaved-1f1b" else 1
 
 
-def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
-             comm: CollectiveModel) -> dict[str, np.ndarray]:
-    """Result columns (one entry per job) for jobs sharing model, cluster, precision and
-    LoRA rank."""
+def _price(jobs: list[TrainJob], time_model: ExecutionTimeModel, comm: CollectiveModel):
+    """(plan arrays, per-layer parts, parameters per GPU, state bytes per parameter, p2p send
+    seconds) of jobs sharing model, cluster, precision and LoRA rank."""
     first = jobs[0]
     model, cluster = first.model, first.cluster
     precision, lora = first.precision_or_default, first.lora_rank
@@ -92,7 +92,40 @@ def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
     state = state_bytes_per_param(precision)
     params = params_per_gpu(model, plans["tp"], plans["ep"], moe_tp, lora)
     parts = layer_parts(keys, costs, plans, model, cluster, comm, precision, state, params)
-    send = _pp_send(plans, model, cluster, comm, precision)
+    return plans, parts, params, state, _pp_send(plans, model, cluster, comm, precision)
+
+
+@dataclass(frozen=True)
+class PipelineTasks:
+    """What the engine simulates for one job: the schedule graph (`schedule_kind` names
+    it), each task kind's ([1, p, v] forward, [1, p, v] backward) exposed seconds per stage
+    and chunk, and one stage-to-stage send's seconds."""
+
+    schedule_kind: str
+    schedule: Schedule
+    seconds: dict[str, tuple[np.ndarray, np.ndarray]]
+    send_s: float
+
+
+def pipeline_tasks(job: TrainJob, time_model: ExecutionTimeModel, comm: CollectiveModel
+                   ) -> PipelineTasks:
+    """The task durations `evaluate` simulates for `job`, for drawing or exporting its
+    schedule task by task."""
+    _, parts, _, _, send = _price([job], time_model, comm)
+    kind, p, m, v = _group_key(job)
+    sc = build_schedule(kind, p, m, v)
+    dense, moe = chunk_layers(job.model, sc.p, sc.v)
+    tasks, _ = stage_tasks(sc, dense, moe, parts)
+    return PipelineTasks(kind if p > 1 else "gradient accumulation", sc, tasks, float(send[0]))
+
+
+def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
+             comm: CollectiveModel) -> dict[str, np.ndarray]:
+    """Result columns (one entry per job) for jobs sharing model, cluster, precision and
+    LoRA rank."""
+    model, cluster = jobs[0].model, jobs[0].cluster
+    precision = jobs[0].precision_or_default
+    plans, parts, params, state, send = _price(jobs, time_model, comm)
     groups: dict[tuple, list[int]] = {}
     for i, job in enumerate(jobs):
         groups.setdefault(_group_key(job), []).append(i)

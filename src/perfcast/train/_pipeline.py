@@ -52,18 +52,32 @@ def _per_stage(table: dict, m: np.ndarray) -> dict[str, np.ndarray]:
     return {k: m[:, None] * (f + b).sum(axis=2) for k, (f, b) in table.items()}
 
 
+def _end_chunks(sc: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """[p, v] indicators of the chunk holding the embedding (first) and the head (last)."""
+    first, last = np.zeros((sc.p, sc.v)), np.zeros((sc.p, sc.v))
+    first[0, 0], last[sc.p - 1, sc.v - 1] = 1.0, 1.0
+    return first, last
+
+
+def stage_tasks(sc: Schedule, dense: np.ndarray, moe: np.ndarray, parts: Parts
+                ) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """kind -> ([n, p, v] forward, [n, p, v] backward) seconds of each chunk's task: the
+    exposed part (what the simulation runs) and the total (overlapped communication too)."""
+    weights = (dense, moe, *_end_chunks(sc))
+    tasks, totals = _tasks(parts.exposed, weights), _tasks(parts.total, weights)
+    _zero3_edges(parts, tasks, totals)
+    return tasks, totals
+
+
 def stage_results(sc: Schedule, dense: np.ndarray, moe: np.ndarray, parts: Parts,
                   plans: dict[str, np.ndarray], params: dict[str, np.ndarray],
                   send: np.ndarray, state: dict[str, float], model: ModelSpec,
                   cluster: Cluster, precision: Precision, comm: CollectiveModel,
                   time_model: ExecutionTimeModel) -> dict[str, np.ndarray]:
     """Result columns for plans sharing the schedule graph `sc`."""
-    p, v = sc.p, sc.v
-    first, last = np.zeros((p, v)), np.zeros((p, v))
-    first[0, 0], last[p - 1, v - 1] = 1.0, 1.0
-    weights = (dense, moe, first, last)
-    tasks, totals = _tasks(parts.exposed, weights), _tasks(parts.total, weights)
-    _zero3_edges(parts, tasks, totals)
+    p = sc.p
+    first, last = _end_chunks(sc)
+    tasks, totals = stage_tasks(sc, dense, moe, parts)
     fwd = sum(f for f, _ in tasks.values())
     bwd = sum(b for _, b in tasks.values())
     n = len(send)

@@ -1,4 +1,7 @@
-"""Hand-written torch models for the local-CPU end-to-end check, and how to time them.
+"""Hand-written torch models for scenario X5 (forecast, then measure, on this CPU) and how to
+time them on a shared machine; `perfcast cpu` and tests/measure/test_cpu_end_to_end.py use
+them. A public submodule, not re-exported by perfcast.measure: importing it needs torch (the
+`perfcast[torch]` extra).
 
 `ResNet18` follows torchvision's ResNet-18 (BasicBlocks, in-place ReLU, `out += identity`)
 and `GPT2` HF's eager GPT2LMHeadModel (Conv1D addmm projections, explicit q@k^T, a division
@@ -21,7 +24,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from perfcast.measure import time_torch_call
+from perfcast.measure._torch_cpu import time_torch_call
 
 _TRACE: list[tuple[str, Callable, tuple, dict]] | None = None
 
@@ -238,11 +241,13 @@ class GPT2(nn.Module):
 
 
 def resnet18_case(batch: int = 1, image: int = 224) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """ResNet-18 in eval mode (seeded weights) and one batch of images."""
     torch.manual_seed(0)
     return ResNet18().eval(), (torch.randn(batch, 3, image, image),)
 
 
 def gpt2_case(batch: int = 1, seq: int = 128) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """GPT-2 small (124M) in eval mode (seeded weights) and one batch of token ids."""
     torch.manual_seed(0)
     return GPT2().eval(), (torch.randint(0, 50257, (batch, seq)),)
 

@@ -1,0 +1,129 @@
+"""`perfcast suite` (the 40 scenarios of SCENARIOS.md) and `perfcast run FILE.yaml`."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from perfcast.cli._common import JsonOption, emit_json, guarded
+from perfcast.cli._exec import run_command
+from perfcast.errors import InputError, close_matches
+from perfcast.suite import (
+    ScenarioResult,
+    builtin_scenarios,
+    format_value,
+    load_scenario,
+    run_scenario,
+    run_suite,
+    suite_markdown,
+    suite_summary,
+)
+
+__all__ = ["run", "suite"]
+
+_STYLE = {"supported": "green", "partial": "yellow", "unsupported": "red"}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder, so a reader never sees half a report."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _table(results: list[ScenarioResult], title: str) -> Table:
+    table = Table(title=title, show_lines=False)
+    for col in ("ID", "scenario", "status", "target metrics"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        multi = len({v.run for v in r.values}) > 1
+        metrics = "\n".join(f"{v.name}{f' [{v.run}]' if multi else ''}: "
+                            f"{format_value(v.path, v.value)}" for v in r.values)
+        table.add_row(r.id, r.title, f"[{_STYLE[r.status]}]{r.status}[/]", metrics)
+    return table
+
+
+def _select(only: str | None):
+    scenarios = builtin_scenarios()
+    if not only:
+        return scenarios
+    ids = {s.id: s for s in scenarios}
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    for w in wanted:
+        if w not in ids:
+            hint = close_matches(w, ids)
+            raise InputError("only", f"unknown scenario {w!r}"
+                             + (f"; did you mean {hint[0]}?" if hint else ""), sorted(ids))
+    return [ids[w] for w in wanted]
+
+
+@guarded
+def suite(
+    out: Annotated[Path, typer.Option(help="Folder for suite.md and suite.json.")] = Path(
+        "perfcast-suite"),
+    workers: Annotated[int, typer.Option(help="Processes (default: one per core).")] = 0,
+    only: Annotated[str | None, typer.Option(help="Comma-separated scenario IDs, e.g. "
+                                             "I1.1,X6.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the JSON report.")] = False,
+) -> None:
+    """Run the scenarios of SCENARIOS.md: coverage (supported / partial / unsupported), their
+    target metrics, and a Markdown + JSON report."""
+    if out.exists() and not out.is_dir():
+        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    if workers < 0:
+        raise InputError("workers", f"must be >= 0, got {workers}", "0 (one per core) or more")
+    scenarios = _select(only)
+    start = time.perf_counter()
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=json_out) as bar:
+        task = bar.add_task("scenarios", total=len(scenarios))
+        results = run_suite(scenarios, run_command, workers=workers or os.cpu_count() or 1,
+                            on_done=lambda r: bar.update(task, advance=1,
+                                                         description=f"scenarios ({r.id})"))
+    wall_s = time.perf_counter() - start
+    out.mkdir(parents=True, exist_ok=True)
+    summary = suite_summary(results, wall_s)
+    _write_atomic(out / "suite.json", json.dumps(summary, indent=2) + "\n")
+    _write_atomic(out / "suite.md", suite_markdown(results, wall_s))
+    if json_out:
+        emit_json(summary)
+        return
+    counts = summary["counts"]
+    Console().print(_table(results, "perfcast scenario suite"))
+    Console().print(f"{counts['supported']}/{len(results)} supported, {counts['partial']} "
+                    f"partial, {counts['unsupported']} unsupported in {wall_s:.1f} s; report: "
+                    f"{out / 'suite.md'}, {out / 'suite.json'}")
+    for r in results:
+        for run_name, msg in r.errors.items():
+            Console(stderr=True).print(f"{r.id} [{run_name}]: {msg}", markup=False)
+
+
+@guarded
+def run(
+    file: Annotated[Path, typer.Argument(help="A scenario YAML file (see the shipped ones: "
+                                         "`perfcast suite` lists them).")],
+    json_out: JsonOption = False,
+) -> None:
+    """Run one scenario file: every variant, and whether each target metric was printed."""
+    scenario = load_scenario(file)
+    result = run_scenario(scenario, run_command)
+    summary = suite_summary([result])["results"][0]
+    if json_out:
+        emit_json(summary)
+        return
+    Console().print(_table([result], f"{scenario.id}: {scenario.title}"))
+    for run_name, msg in result.errors.items():
+        Console(stderr=True).print(f"error: {run_name}: {msg}", markup=False)
+    if result.errors:
+        raise typer.Exit(code=2)

@@ -1,0 +1,346 @@
+"""`perfcast sweep`, `perfcast query` and `perfcast capacity`: design-space search.
+
+`sweep` runs a command over a grid of its options (resumable, Parquet results), `query` runs
+DuckDB SQL over those results, `capacity` finds the cheapest serving deployment meeting
+latency SLOs (scenario X15). The engines live in `perfcast.sweep`; this module gives them a
+point function that runs a perfcast command in process, as `perfcast <command> --json` would.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import duckdb
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from perfcast import __version__
+from perfcast.cli._common import JsonOption, emit_json, guarded
+from perfcast.cli._exec import COMMANDS, command_options, run_command
+from perfcast.errors import InputError, close_matches
+from perfcast.specs import get_device
+from perfcast.sweep import (
+    PARTS_DIR,
+    RESULTS_FILE,
+    Slo,
+    capacity_search,
+    choose_backend,
+    expand_grid,
+    gpu_prices,
+    parse_assignment,
+    run_sweep,
+)
+
+__all__ = ["capacity", "query", "run_point", "sweep"]
+
+console = Console()
+
+# Payload metrics a sweep's table shows by default, per command (others: the first numbers).
+DEFAULT_METRICS = {
+    "infer": ["ttft_s", "tpot_s", "e2e_s", "throughput_tok_s"],
+    "serve": ["ttft_s.p99", "tpot_s.p99", "e2e_s.p99", "throughput_tok_s"],
+    "step": ["time_s"],
+    "train": ["iteration_time_s", "tokens_per_s", "mfu", "memory_per_gpu_bytes"],
+    "collective": ["time_s", "busbw_gbps"],
+    "accel": ["cycles", "energy_j", "utilization"],
+}
+SHOWN_ROWS = 40
+
+
+def run_point(point: dict[str, Any]) -> dict[str, Any]:
+    """A sweep point `{"command": ..., **options}` -> that command's `--json` payload."""
+    options = dict(point)
+    return run_command(options.pop("command"), options)
+
+
+def _check_names(command: str, options: dict[str, Any], field: str) -> None:
+    known = command_options(command)
+    for name in options:
+        if name not in known:
+            hint = close_matches(name, known)
+            problem = f"{command} has no option {name!r}" + (
+                f"; did you mean {hint[0]}?" if hint else "")
+            raise InputError(f"{field}.{name}", problem, sorted(known))
+
+
+def _scenario_base(scenario: Path | None, command: str | None, variant: str | None
+                   ) -> tuple[str, dict[str, Any]]:
+    """The command and base options: a scenario file's (one of its variants'), or --command
+    with none."""
+    if scenario is not None and command is not None:
+        raise InputError("command", "give a scenario file or --command, not both",
+                         "FILE.yaml or --command NAME")
+    if scenario is None:
+        if command is None:
+            raise InputError("command", "give a scenario file or --command", sorted(COMMANDS))
+        return command, {}
+    try:
+        from perfcast.suite import load_scenario
+    except ImportError:
+        raise InputError("scenario", "scenario files need perfcast.suite, which this install "
+                         "lacks", "--command NAME with --set NAME=VALUE") from None
+    loaded = load_scenario(scenario)
+    return loaded.command, dict(loaded.options_for(variant))
+
+
+def sweep_points(scenario: Path | None, command: str | None, sets: list[str],
+                 grids: list[str], variant: str | None = None
+                 ) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """(command, the points, the swept option names) from the command line's pieces."""
+    if variant is not None and scenario is None:
+        raise InputError("variant", "a variant needs a scenario file", "FILE.yaml --variant")
+    command, base = _scenario_base(scenario, command, variant)
+    base.update(parse_assignment(text, "set", many=False) for text in sets)
+    grid = dict(parse_assignment(text, "grid", many=True) for text in grids)
+    _check_names(command, base, "set")
+    _check_names(command, grid, "grid")
+    return command, expand_grid({"command": command, **base}, grid), list(grid)
+
+
+def _metric_columns(frame: pd.DataFrame, command: str, metrics: str | None) -> list[str]:
+    if metrics:
+        wanted = [f"out.{m.strip()}" for m in metrics.split(",") if m.strip()]
+        missing = [m for m in wanted if m not in frame.columns and (frame.status == "ok").any()]
+        if missing:
+            outs = [c.removeprefix("out.") for c in frame.columns if c.startswith("out.")]
+            hint = close_matches(missing[0].removeprefix("out."), outs)
+            raise InputError("metrics", f"no metric {missing[0].removeprefix('out.')!r}" + (
+                f"; did you mean {hint[0]}?" if hint else ""), "dotted payload paths")
+        return [c for c in wanted if c in frame.columns]
+    preferred = [f"out.{m}" for m in DEFAULT_METRICS.get(command, [])]
+    shown = [c for c in preferred if c in frame.columns]
+    if shown:
+        return shown
+    numeric = [c for c in frame.columns if c.startswith("out.") and not
+               c.startswith("out.inputs.") and pd.api.types.is_numeric_dtype(frame[c])]
+    return numeric[:4]
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts: Python scalars, missing values as None."""
+    plain = frame.astype(object).where(frame.notna(), None)
+    return plain.to_dict("records")
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _print_frame(frame: pd.DataFrame, title: str, limit: int | None = None) -> None:
+    table = Table(title=title)
+    for column in frame.columns:
+        table.add_column(str(column), overflow="fold")
+    shown = frame if limit is None else frame.head(limit)
+    for row in shown.itertuples(index=False):
+        table.add_row(*(_cell(v) for v in row))
+    console.print(table)
+    if limit is not None and len(frame) > limit:
+        console.print(f"... {len(frame) - limit} more rows; see them with `perfcast query`")
+
+
+@guarded
+def sweep(
+    scenario: Annotated[Path | None, typer.Argument(
+        help="Scenario YAML: its command and options are the base the grid varies.")] = None,
+    command: Annotated[str | None, typer.Option(
+        help="The command to sweep when no scenario is given: " + ", ".join(COMMANDS))] = None,
+    variant: Annotated[str | None, typer.Option(
+        help="The scenario variant whose options are the base.")] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="A fixed option, NAME=VALUE (repeatable).")] = None,
+    grids: Annotated[list[str] | None, typer.Option(
+        "--grid", help="A swept option, NAME=V1,V2,... (repeatable: the cartesian product; "
+        "';' separates values that hold commas).")] = None,
+    out: Annotated[Path, typer.Option(
+        help="Result directory: parts/ while running, then results.parquet. Run again to "
+             "resume: finished points are not recomputed.")] = ...,
+    workers: Annotated[int | None, typer.Option(
+        help="Worker processes (default: the CPU count; 1 runs in this process).")] = None,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Run on Ray: the cluster at RAY_ADDRESS (also used when only that is "
+        "set), else a local Ray instance. Needs perfcast\\[ray].")] = False,
+    metrics: Annotated[str | None, typer.Option(
+        help="Payload metrics to show, comma-separated dotted paths (e.g. ttft_s.p99).")
+                       ] = None,
+    progress: Annotated[bool, typer.Option(help="Progress bar on stderr.")] = True,
+    json_out: JsonOption = False,
+) -> None:
+    """Run a command over a grid of options; results to Parquet (query with `perfcast query`)."""
+    command, points, swept = sweep_points(scenario, command, sets or [], grids or [], variant)
+    frame = run_sweep(points, run_point, out, backend=choose_backend(ray), workers=workers,
+                      progress=progress)
+    ok = int((frame.status == "ok").sum())
+    shown = [*(f"in.{n}" for n in swept), "status", *_metric_columns(frame, command, metrics),
+             *(["error"] if ok < len(frame) else [])]
+    summary = {"points": len(frame), "ok": ok, "errors": len(frame) - ok,
+               "computed": frame.attrs["computed"], "reused": frame.attrs["reused"]}
+    if json_out:
+        emit_json({"perfcast_version": __version__, "command": command,
+                   "results": frame.attrs["path"], **summary,
+                   "rows": _records(frame[["key", *shown]])})
+        return
+    _print_frame(frame[shown], f"perfcast {command} sweep", SHOWN_ROWS)
+    console.print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    console.print(f"results: {frame.attrs['path']}")
+
+
+def _parquet_source(source: Path) -> str:
+    """The Parquet path (or glob, for an unfinished sweep's parts) behind `source`."""
+    if source.is_dir():
+        if (source / RESULTS_FILE).is_file():
+            return str(source / RESULTS_FILE)
+        if any((source / PARTS_DIR).glob("part-*.parquet")):
+            return str(source / PARTS_DIR / "part-*.parquet")
+        raise InputError("source", f"{source} holds no sweep results",
+                         f"a sweep directory ({RESULTS_FILE} or {PARTS_DIR}/) or .parquet file")
+    if source.suffix != ".parquet" or not source.is_file():
+        raise InputError("source", f"{source} is not a Parquet file or sweep directory",
+                         "a sweep directory or .parquet file")
+    return str(source)
+
+
+def run_query(source: Path, sql: str) -> pd.DataFrame:
+    """DuckDB SQL over a sweep's results, which it sees as the table `results`."""
+    literal = "'" + _parquet_source(source).replace("'", "''") + "'"
+    with duckdb.connect() as con:
+        con.execute(f"CREATE VIEW results AS SELECT * FROM read_parquet({literal}, "
+                    "union_by_name = true)")
+        try:
+            return con.execute(sql).df()
+        except duckdb.Error as exc:
+            raise InputError("sql", str(exc).splitlines()[0],
+                             'DuckDB SQL over `results`, e.g. SELECT "in.tp" FROM results'
+                             ) from None
+
+
+@guarded
+def query(
+    source: Annotated[Path, typer.Argument(help="A sweep directory or a Parquet file.")],
+    sql: Annotated[str, typer.Argument(
+        help='SQL over the table `results`; quote dotted columns: SELECT "in.tp", '
+             '"out.ttft_s" FROM results ORDER BY 2')] = "SELECT * FROM results",
+    json_out: JsonOption = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV.")] = False,
+) -> None:
+    """DuckDB SQL over sweep results (the table is `results`)."""
+    if json_out and csv_out:
+        raise InputError("csv", "--json and --csv both given", "one of them")
+    frame = run_query(source, sql)
+    if json_out:
+        emit_json({"columns": [str(c) for c in frame.columns], "rows": _records(frame)})
+    elif csv_out:
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        _print_frame(frame, f"{len(frame)} rows")
+
+
+def _candidates(gpu: str, tp: str) -> list[tuple[str, int]]:
+    gpus = [get_device(name.strip()).name for name in gpu.split(",") if name.strip()]
+    try:
+        tps = [int(t) for t in tp.split(",") if t.strip()]
+    except ValueError:
+        raise InputError("tp", f"not a list of integers: {tp!r}", "e.g. 2,4,8") from None
+    if not gpus or not tps or min(tps) < 1:
+        raise InputError("gpu" if not gpus else "tp", "empty or invalid list",
+                         "comma-separated GPU names and TP degrees >= 1")
+    return [(g, t) for g in dict.fromkeys(gpus) for t in dict.fromkeys(tps)]
+
+
+_CAPACITY_OWN = {"model", "gpu", "cluster", "tp", "qps", "replicas", "num_requests", "seed"}
+
+
+def _capacity_base(model: str, num_requests: int, seed: int, sets: list[str]
+                   ) -> dict[str, Any]:
+    extra = dict(parse_assignment(text, "set", many=False) for text in sets)
+    _check_names("serve", extra, "set")
+    clash = sorted(_CAPACITY_OWN & set(extra))
+    if clash:
+        raise InputError(f"set.{clash[0]}", "capacity sets this option itself",
+                         "other `perfcast serve` options")
+    return {"command": "serve", "model": model, "num_requests": num_requests, "seed": seed,
+            **extra}
+
+
+def _print_capacity(result: dict[str, Any]) -> None:
+    front = {i: [] for i in range(len(result["candidates"]))}
+    for latency, indices in result["pareto"].items():
+        for i in indices:
+            front[i].append(latency)
+    table = Table(title=f"capacity at {result['target_qps']:g} req/s: P99 TTFT <= "
+                  f"{result['slo']['ttft_p99_s']:g} s, P99 TPOT <= "
+                  f"{result['slo']['tpot_p99_s']:g} s")
+    for name in ("gpu", "tp", "status", "max req/s per replica", "replicas", "GPUs", "$/h",
+                 "$/M output tok", "P99 TTFT s", "P99 TPOT s", "Pareto"):
+        table.add_column(name)
+    for i, row in enumerate(result["candidates"]):
+        ok = row["status"] == "ok"
+        cap = ">=" if ok and row["max_qps_capped"] else ""
+        table.add_row(row["gpu"], str(row["tp"]), row["status"],
+                      f"{cap}{row['max_qps_per_replica']:.3g}" if ok else "-",
+                      *(_cell(row.get(k)) for k in ("replicas", "gpus", "usd_per_hour",
+                                                      "usd_per_million_output_tokens",
+                                                      "ttft_p99_s", "tpot_p99_s")),
+                      ",".join(front[i]) or "")
+    console.print(table)
+    for row in result["candidates"]:
+        if row["status"] != "ok":
+            console.print(f"{row['gpu']} TP{row['tp']}: {row['status']}: {row['reason']}")
+    best = result["chosen"]
+    if best is None:
+        console.print("no candidate meets the SLOs")
+    else:
+        console.print(f"chosen: {best['replicas']} x TP{best['tp']} on {best['gpu']} "
+                      f"({best['gpus']} GPUs): ${best['usd_per_hour']:.2f}/h, "
+                      f"${best['usd_per_million_output_tokens']:.2f} per million output tokens")
+    for gpu, price in result["prices"].items():
+        console.print(f"price {gpu}: ${price['usd_per_gpu_hour']:g}/GPU-h ({price['source']}, "
+                      f"as of {price['as_of']})")
+
+
+@guarded
+def capacity(
+    model: Annotated[str, typer.Option(help="Catalog model name or HF id.")] = "llama-3-70b",
+    qps: Annotated[float, typer.Option(help="Target arrival rate, requests/s.")] = 10.0,
+    ttft_p99_slo: Annotated[float, typer.Option(help="P99 TTFT limit, s.")] = 1.0,
+    tpot_p99_slo: Annotated[float, typer.Option(help="P99 TPOT limit, s.")] = 0.05,
+    gpu: Annotated[str, typer.Option(help="Candidate GPUs, comma-separated catalog names.")
+                   ] = "h100-sxm,a100-sxm4-80gb",
+    tp: Annotated[str, typer.Option(help="Candidate TP degrees per replica.")] = "2,4,8",
+    prices: Annotated[Path | None, typer.Option(
+        help="JSON price file overriding the shipped list prices per GPU "
+             '({"h100-sxm": {"usd_per_gpu_hour": 2.5, "source": "...", "as_of": "..."}}).')
+                      ] = None,
+    num_requests: Annotated[int, typer.Option(
+        help="Requests per probe simulation (fixed, like the seed: deterministic).")] = 100,
+    seed: Annotated[int, typer.Option(help="Workload seed of every probe.")] = 0,
+    qps_step: Annotated[float, typer.Option(
+        help="Relative resolution of the max-QPS bisection (0.05: rates 5% apart).")] = 0.05,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="Another `perfcast serve` option for every probe, NAME=VALUE "
+        "(e.g. lengths=trace, trace=arxiv, scheduler=sarathi).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        help="Worker processes (default: the CPU count; 1 runs in this process).")] = None,
+    ray: Annotated[bool, typer.Option("--ray", help="Run the candidates on Ray.")] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target QPS (X15)."""
+    if num_requests < 1:
+        raise InputError("num_requests", f"{num_requests} requests", "an integer >= 1")
+    base = _capacity_base(model, num_requests, seed, sets or [])
+    result = capacity_search(run_point, base, _candidates(gpu, tp), qps,
+                             Slo(ttft_p99_slo, tpot_p99_slo), gpu_prices(prices),
+                             qps_step=qps_step, backend=choose_backend(ray), workers=workers)
+    result = {"model": model, "num_requests": num_requests, "seed": seed, **result}
+    if json_out:
+        emit_json({"perfcast_version": __version__, **result})
+    else:
+        _print_capacity(result)

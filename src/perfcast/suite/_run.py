@@ -1,0 +1,132 @@
+"""Run scenarios through a command executor and grade each by the SCENARIOS.md rule:
+supported when every target metric is printed, partial when some are, else unsupported."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from multiprocessing import get_context
+from typing import Any
+
+from perfcast.errors import InputError
+from perfcast.suite._schema import Scenario, parse_scenario
+
+__all__ = ["STATUSES", "Execute", "ScenarioResult", "TargetValue", "builtin_scenarios",
+           "grade", "run_scenario", "run_suite"]
+
+STATUSES = ("supported", "partial", "unsupported")
+# (command, options) -> the command's JSON payload; the CLI passes its in-process runner.
+Execute = Callable[[str, Mapping[str, Any]], dict]
+
+
+@dataclass(frozen=True)
+class TargetValue:
+    """One target metric of one run: its value, or None when the run did not print it."""
+
+    name: str
+    run: str
+    path: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """A scenario's grade, target values and (outside the deterministic part) its wall time."""
+
+    id: str
+    title: str
+    category: str
+    status: str
+    values: tuple[TargetValue, ...]
+    errors: dict[str, str] = field(default_factory=dict)
+    wall_s: float = field(default=0.0, compare=False)
+
+
+def _lookup(node: Any, path: str) -> Any:
+    """The value at a dotted path; keys may contain dots themselves ('family.gemm'), so the
+    longest key that matches wins."""
+    if path == "":
+        return node
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        key, rest = ".".join(parts[:cut]), ".".join(parts[cut:])
+        if isinstance(node, Mapping) and key in node:
+            return _lookup(node[key], rest)
+        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            return _lookup(node[int(key)], rest)
+    return None
+
+
+def _ratio(base: Any, value: Any) -> float | None:
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (base, value))
+    return base / value if numeric and value else None
+
+
+def grade(scenario: Scenario, payloads: Mapping[str, Mapping[str, Any] | None]
+          ) -> tuple[str, tuple[TargetValue, ...]]:
+    """The status and the target values found in each run's payload (None: run failed)."""
+    values = []
+    for target in scenario.targets:
+        for run in [target.variant] if target.variant else list(payloads):
+            value = _lookup(payloads[run], target.path)
+            if target.baseline is not None:
+                value = _ratio(_lookup(payloads[target.baseline], target.path), value)
+            values.append(TargetValue(target.name, run, target.path, value))
+    found = sum(v.value is not None for v in values)
+    status = "supported" if found == len(values) else "partial" if found else "unsupported"
+    return status, tuple(values)
+
+
+def run_scenario(scenario: Scenario, execute: Execute) -> ScenarioResult:
+    """Run every variant of one scenario; a failing run is recorded, not raised."""
+    start = time.perf_counter()
+    payloads: dict[str, dict | None] = {}
+    errors: dict[str, str] = {}
+    for run, options in scenario.runs().items():
+        try:
+            payloads[run] = execute(scenario.command, options)
+        except InputError as exc:
+            payloads[run] = None
+            errors[run] = str(exc)
+    status, values = grade(scenario, payloads)
+    return ScenarioResult(scenario.id, scenario.title, scenario.category, status, values,
+                          errors, time.perf_counter() - start)
+
+
+def _run_one(args: tuple[Scenario, Execute]) -> ScenarioResult:
+    return run_scenario(*args)
+
+
+def run_suite(scenarios: Iterable[Scenario], execute: Execute, workers: int = 1,
+              on_done: Callable[[ScenarioResult], None] | None = None
+              ) -> list[ScenarioResult]:
+    """Results in the scenarios' order; `workers` > 1 runs them in a process pool."""
+    scenarios = list(scenarios)
+    jobs = [(s, execute) for s in scenarios]
+    if workers <= 1:
+        results = []
+        for job in jobs:
+            results.append(_run_one(job))
+            if on_done:
+                on_done(results[-1])
+        return results
+    # spawn, not fork: the caller may be running a progress thread (rich) while we fork
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_run_one, job) for job in jobs]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            if on_done:
+                on_done(results[-1])
+    return results
+
+
+def builtin_scenarios() -> list[Scenario]:
+    """The 40 scenarios of SCENARIOS.md shipped with the package, in document order."""
+    folder = resources.files("perfcast.suite") / "data" / "scenarios"
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".yaml")),
+                   key=lambda f: f.name)
+    return [parse_scenario(f.read_text(encoding="utf-8"), origin=f.name) for f in files]

@@ -1,0 +1,36 @@
+"""The issue's bar: every scenario of SCENARIOS.md prints its target metrics (40/40), through
+the same in-process commands `perfcast suite` runs; and the numbers are reproducible."""
+
+import math
+
+import pytest
+
+from perfcast.cli._exec import run_command
+from perfcast.suite import builtin_scenarios, run_suite
+
+
+@pytest.fixture(scope="module")
+def results():
+    return run_suite(builtin_scenarios(), run_command, workers=2)
+
+
+def test_all_forty_scenarios_are_supported(results):
+    bad = {r.id: (r.status, r.errors, [v.name for v in r.values if v.value is None])
+           for r in results if r.status != "supported"}
+    assert not bad
+    assert len(results) == 40
+
+
+def test_numeric_targets_are_finite(results):
+    for r in results:
+        for v in r.values:
+            if isinstance(v.value, float):
+                assert math.isfinite(v.value), (r.id, v.name, v.run)
+
+
+def test_same_inputs_same_numbers():
+    """Bit-identical across runs: seeded serving, the seeded accelerator mapper, training."""
+    chosen = [s for s in builtin_scenarios() if s.id in {"I2.1", "T3.1", "X6", "X15"}]
+    first = run_suite(chosen, run_command)
+    again = run_suite(chosen, run_command)
+    assert [r.values for r in first] == [r.values for r in again]

@@ -1,0 +1,73 @@
+"""Grading scenarios with a test-double executor; the shipped 40 load and name real options."""
+
+import pytest
+
+from perfcast.cli._exec import command_options
+from perfcast.suite import builtin_scenarios, format_value, parse_scenario, run_scenario
+
+SCENARIO = """
+id: t
+title: two variants
+command: infer
+model: m
+variants: {fast: {tp: 2}, slow: {tp: 1}}
+targets:
+  - {name: TTFT, path: ttft_s}
+  - {name: gemm, path: breakdown.prefill.family.gemm}
+  - {name: speed-up, path: ttft_s, variant: fast, baseline: slow}
+"""
+
+
+def fake(command, options):
+    """TTFT halves with TP; a key that itself contains a dot, as the infer payload has."""
+    return {"ttft_s": 1.0 / options["tp"], "breakdown": {"prefill": {"family.gemm": 0.25}}}
+
+
+def test_all_targets_printed_is_supported_and_ratios_come_from_the_baseline():
+    r = run_scenario(parse_scenario(SCENARIO), fake)
+    assert r.status == "supported" and not r.errors
+    values = {(v.name, v.run): v.value for v in r.values}
+    assert values[("TTFT", "fast")] == 0.5 and values[("TTFT", "slow")] == 1.0
+    assert values[("gemm", "slow")] == 0.25
+    assert values[("speed-up", "fast")] == 2.0
+
+
+def test_missing_metrics_make_partial_and_a_failing_run_is_recorded():
+    from perfcast.errors import InputError
+
+    def half(command, options):
+        if options["tp"] == 1:
+            raise InputError("tp", "no")
+        return {"ttft_s": 0.5}
+
+    r = run_scenario(parse_scenario(SCENARIO), half)
+    assert r.status == "partial"
+    assert r.errors == {"slow": "tp: no"}
+    r = run_scenario(parse_scenario(SCENARIO), lambda c, o: {})
+    assert r.status == "unsupported"
+
+
+def test_results_are_deterministic():
+    s = parse_scenario(SCENARIO)
+    assert run_scenario(s, fake) == run_scenario(s, fake)
+
+
+def test_the_forty_scenarios_of_scenarios_md_ship_with_real_option_names():
+    scenarios = builtin_scenarios()
+    ids = [s.id for s in scenarios]
+    assert len(ids) == 40 == len(set(ids))
+    assert ids[:3] == ["T1.1", "T1.2", "T1.3"] and ids[-1] == "X16"
+    for s in scenarios:
+        known = command_options(s.command)
+        for run, options in s.runs().items():
+            unknown = set(options) - set(known)
+            assert not unknown, (s.id, run, unknown)
+
+
+@pytest.mark.parametrize("path, value, text", [
+    ("ttft_s", 0.0123, "12.3 ms"), ("e2e_s.p99", 2.5, "2.5 s"),
+    ("throughput_tok_s", 898.9, "898.9 tok/s"), ("memory_per_gpu_bytes", 3.2e10, "32 GB"),
+    ("mfu", 0.4123, "41.2%"), ("chosen.config", "h100 tp4 x3", "h100 tp4 x3"),
+    ("anything", None, "—")])
+def test_values_are_printed_with_units(path, value, text):
+    assert format_value(path, value) == text

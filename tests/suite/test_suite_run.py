@@ -71,3 +71,35 @@ def test_the_forty_scenarios_of_scenarios_md_ship_with_real_option_names():
     ("anything", None, "—")])
 def test_values_are_printed_with_units(path, value, text):
     assert format_value(path, value) == text
+
+
+def pid_payload(command, options):
+    """Module level, so the suite's process pool can run it."""
+    import os
+    return {"ttft_s": 0.1, "pid": os.getpid()}
+
+
+def test_exclusive_scenarios_run_alone_in_this_process_and_order_is_kept():
+    import os
+
+    from perfcast.suite import run_suite
+
+    text = ("id: {id}\ntitle: t\ncommand: infer\nexclusive: {ex}\n"
+            "targets: [{{name: pid, path: pid}}]\n")
+    scenarios = [parse_scenario(text.format(id=i, ex=str(i == "b").lower()))
+                 for i in ("a", "b", "c")]
+    results = run_suite(scenarios, pid_payload, workers=2)
+    assert [r.id for r in results] == ["a", "b", "c"]
+    pids = {r.id: r.values[0].value for r in results}
+    assert pids["b"] == os.getpid()
+    assert pids["a"] != os.getpid() and pids["c"] != os.getpid()
+
+
+def test_declared_units_and_ratios_are_printed_as_such():
+    r = run_scenario(parse_scenario(SCENARIO), fake)
+    speedup = next(v for v in r.values if v.name == "speed-up")
+    assert speedup.unit == "ratio"
+    assert format_value(speedup.path, speedup.value, speedup.unit) == "2x"
+    assert format_value("comm.tp", 0.0598, "s") == "59.8 ms"
+    assert format_value("error", -0.0851, "fraction") == "-8.5%"
+    assert format_value("energy_per_mac_j", 4.07e-12) == "4.07 pJ"

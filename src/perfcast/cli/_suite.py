@@ -48,7 +48,7 @@ def _table(results: list[ScenarioResult], title: str) -> Table:
     for r in results:
         multi = len({v.run for v in r.values}) > 1
         metrics = "\n".join(f"{v.name}{f' [{v.run}]' if multi else ''}: "
-                            f"{format_value(v.path, v.value)}" for v in r.values)
+                            f"{format_value(v.path, v.value, v.unit)}" for v in r.values)
         table.add_row(r.id, r.title, f"[{_STYLE[r.status]}]{r.status}[/]", metrics)
     return table
 

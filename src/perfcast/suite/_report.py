@@ -12,6 +12,7 @@ from perfcast.suite._run import STATUSES, ScenarioResult
 __all__ = ["format_value", "suite_markdown", "suite_summary"]
 
 _SCALES = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
+_JOULES = ((1.0, "J"), (1e-3, "mJ"), (1e-6, "uJ"), (1e-9, "nJ"), (1e-12, "pJ"))
 _RATES = (("_tok_s", "tok/s"), ("_req_s", "req/s"), ("tokens_per_s", "tok/s"),
           ("images_per_s", "img/s"), ("_per_s", "/s"))
 
@@ -23,13 +24,16 @@ def _seconds(value: float) -> str:
     return f"{value:.3g} s"
 
 
-def format_value(path: str, value: Any) -> str:
-    """A target value for people: units from the key's suffix (`_s`, `_bytes`, `_j`)."""
+def format_value(path: str, value: Any, unit: str | None = None) -> str:
+    """A target value for people: in `unit` when the target declares one, else in the unit
+    its key's suffix names (`_s`, `_bytes`, `_j`, `_tok_s`, ...)."""
     if value is None:
         return "—"
     if isinstance(value, bool) or not isinstance(value, int | float):
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
         return text if len(text) <= 60 else text[:57] + "..."
+    if unit is not None:
+        return _in_unit(value, unit)
     leaf = path.rsplit(".", 1)[-1]
     rate = next((unit for suffix, unit in _RATES if leaf.endswith(suffix)), None)
     if rate:
@@ -39,10 +43,21 @@ def format_value(path: str, value: Any) -> str:
     if leaf.endswith("_bytes") or leaf in {"weights", "activations", "gradients", "optimizer"}:
         return f"{value / 1e9:.3g} GB"
     if leaf.endswith("_j"):
-        return f"{value:.3g} J"
+        scale, unit = next(((f, u) for f, u in _JOULES if abs(value) >= f), _JOULES[-1])
+        return f"{value / scale:.3g} {unit}"
     if leaf in {"mfu", "hfu", "utilization", "bubble_fraction", "prefix_hit_ratio"}:
         return f"{value:.1%}"
     return f"{value:,.0f}" if isinstance(value, int) else f"{value:.4g}"
+
+
+def _in_unit(value: float, unit: str) -> str:
+    if unit == "s":
+        return _seconds(value)
+    if unit == "bytes":
+        return f"{value / 1e9:.3g} GB"
+    if unit == "fraction":
+        return f"{value:.2%}" if abs(value) < 0.01 else f"{value:.1%}"
+    return f"{value:.3g}x"
 
 
 def suite_summary(results: Sequence[ScenarioResult], wall_s: float | None = None
@@ -56,14 +71,14 @@ def suite_summary(results: Sequence[ScenarioResult], wall_s: float | None = None
         "results": [{"id": r.id, "title": r.title, "category": r.category, "status": r.status,
                      "wall_s": round(r.wall_s, 3), "errors": r.errors,
                      "values": [{"name": v.name, "run": v.run, "path": v.path,
-                                 "value": v.value} for v in r.values]}
+                                 "unit": v.unit, "value": v.value} for v in r.values]}
                     for r in results],
     }
 
 
 def _metrics_cell(result: ScenarioResult) -> str:
     multi = len({v.run for v in result.values}) > 1
-    parts = [f"{v.name}{f' [{v.run}]' if multi else ''} = {format_value(v.path, v.value)}"
+    parts = [f"{v.name}{f' [{v.run}]' if multi else ''} = {format_value(v.path, v.value, v.unit)}"
              for v in result.values]
     return "<br>".join(parts).replace("|", "\\|")
 

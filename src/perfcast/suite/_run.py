@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from importlib import resources
 from multiprocessing import get_context
@@ -30,6 +30,7 @@ class TargetValue:
     run: str
     path: str
     value: Any
+    unit: str | None = None  # declared by the target; None: read from the key's suffix
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def grade(scenario: Scenario, payloads: Mapping[str, Mapping[str, Any] | None]
             value = _lookup(payloads[run], target.path)
             if target.baseline is not None:
                 value = _ratio(_lookup(payloads[target.baseline], target.path), value)
-            values.append(TargetValue(target.name, run, target.path, value))
+            values.append(TargetValue(target.name, run, target.path, value, target.shown_unit))
     found = sum(v.value is not None for v in values)
     status = "supported" if found == len(values) else "partial" if found else "unsupported"
     return status, tuple(values)
@@ -103,25 +104,27 @@ def _run_one(args: tuple[Scenario, Execute]) -> ScenarioResult:
 def run_suite(scenarios: Iterable[Scenario], execute: Execute, workers: int = 1,
               on_done: Callable[[ScenarioResult], None] | None = None
               ) -> list[ScenarioResult]:
-    """Results in the scenarios' order; `workers` > 1 runs them in a process pool."""
+    """Results in the scenarios' order. `exclusive` scenarios (they time this machine) run
+    first, one at a time in this process; with `workers` > 1 the rest share a process pool."""
     scenarios = list(scenarios)
-    jobs = [(s, execute) for s in scenarios]
-    if workers <= 1:
-        results = []
-        for job in jobs:
-            results.append(_run_one(job))
-            if on_done:
-                on_done(results[-1])
-        return results
-    # spawn, not fork: the caller may be running a progress thread (rich) while we fork
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_one, job) for job in jobs]
-        results = []
-        for future in futures:
-            results.append(future.result())
-            if on_done:
-                on_done(results[-1])
-    return results
+    done: dict[int, ScenarioResult] = {}
+
+    def finish(i: int, result: ScenarioResult) -> None:
+        done[i] = result
+        if on_done:
+            on_done(result)
+
+    alone = [i for i, s in enumerate(scenarios) if s.exclusive or workers <= 1]
+    for i in alone:
+        finish(i, run_scenario(scenarios[i], execute))
+    rest = [i for i in range(len(scenarios)) if i not in done]
+    if rest:
+        # spawn, not fork: the caller may be running a progress thread (rich) while we fork
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+            futures = {pool.submit(_run_one, (scenarios[i], execute)): i for i in rest}
+            for future in as_completed(futures):
+                finish(futures[future], future.result())
+    return [done[i] for i in range(len(scenarios))]
 
 
 def builtin_scenarios() -> list[Scenario]:

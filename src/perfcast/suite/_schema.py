@@ -32,6 +32,18 @@ class Target(BaseModel):
     path: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.]+$")
     variant: str | None = None  # None: every variant must print it
     baseline: str | None = None  # a variant; needs `variant`
+    unit: Literal["s", "bytes", "fraction", "ratio"] | None = None  # None: from the key
+
+    @model_validator(mode="after")
+    def _ratio_unit(self) -> Target:
+        if self.baseline is not None and self.unit not in (None, "ratio"):
+            raise ValueError(f"target {self.name!r}: a baseline makes a ratio, not {self.unit}")
+        return self
+
+    @property
+    def shown_unit(self) -> str | None:
+        """The unit a report prints: a ratio for speed-ups, else the declared one."""
+        return "ratio" if self.baseline is not None else self.unit
 
 
 class Scenario(BaseModel):
@@ -50,6 +62,7 @@ class Scenario(BaseModel):
     variants: dict[str, dict[str, OptionValue]] = Field(default_factory=dict, max_length=16)
     targets: list[Target] = Field(min_length=1, max_length=32)
     notes: str = ""
+    exclusive: bool = False  # it measures this machine: the suite runs it with nothing beside
 
     @model_validator(mode="after")
     def _variants_exist(self) -> Scenario:

@@ -64,3 +64,36 @@ def test_any_calibration_file_loads_or_is_a_named_error(tmp_path, data):
         Calibration.load(path)
     except InputError as exc:
         assert exc.field.startswith("calibration")
+
+
+_arch_keys = st.sampled_from(["name", "technology", "clock_hz", "word_bits", "levels",
+                              "mac_energy_pj", "junk"])
+
+
+@FUZZ
+@given(st.dictionaries(_arch_keys, _json, max_size=6))
+def test_any_arch_yaml_is_an_arch_or_a_named_error(tmp_path, data):
+    import yaml
+
+    from perfcast.accel import load_arch_yaml
+
+    path = tmp_path / "arch.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        load_arch_yaml(path)
+    except InputError as exc:
+        assert exc.field.startswith("arch")
+
+
+@FUZZ
+@given(st.one_of(_json, st.dictionaries(st.sampled_from(["h100-sxm", "a100-sxm4-80gb", "h10"]),
+                                        _json, max_size=3)))
+def test_any_price_file_is_prices_or_a_named_error(tmp_path, data):
+    from perfcast.sweep import gpu_prices
+
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(data))
+    try:
+        gpu_prices(path)
+    except InputError as exc:
+        assert exc.field.startswith("prices")

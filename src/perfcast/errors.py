@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["MAX_USER_FILE_BYTES", "InputError", "close_matches", "from_validation_error",
-           "read_user_json", "read_user_text"]
+           "parse_user_yaml", "read_user_json", "read_user_text", "read_user_yaml"]
 
 # Config files a user hands perfcast (model configs, calibrations, scenarios, price tables)
 # are kilobytes; anything this large is the wrong file, refused before it is parsed.
@@ -82,3 +82,22 @@ def read_user_json(path: str | Path, field: str, expected: str,
         raise InputError(field, f"{path} holds a JSON {type(data).__name__}, not an object",
                          expected)
     return data
+
+
+def parse_user_yaml(text: str, field: str, origin: str) -> object:
+    """YAML text through the safe loader only (no tags that build Python objects); a syntax
+    error names the line."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise InputError(field, f"{origin}: not valid YAML{where}") from None
+
+
+def read_user_yaml(path: str | Path, field: str, expected: str,
+                   max_bytes: int = MAX_USER_FILE_BYTES) -> object:
+    """A user's YAML file, size-checked, then safe-loaded."""
+    return parse_user_yaml(read_user_text(path, field, expected, max_bytes), field, str(path))

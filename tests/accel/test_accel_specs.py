@@ -47,8 +47,14 @@ def test_yaml_validation_names_the_field(tmp_path):
     path.write_text("- not a mapping\n")
     with pytest.raises(InputError):
         load_arch_yaml(path)
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(InputError, match="no file at"):
         load_arch_yaml(tmp_path / "missing.yaml")
+    path.write_text("levels: [unclosed\n")
+    with pytest.raises(InputError, match="not valid YAML at line"):
+        load_arch_yaml(path)
+    path.write_text("x: !!python/object/apply:os.system ['true']\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_arch_yaml(path)
 
 
 def test_problem_shapes_and_errors():

@@ -24,7 +24,7 @@ from perfcast.accel._energy import (
     memory_class,
     technology_names,
 )
-from perfcast.errors import InputError, close_matches, from_validation_error
+from perfcast.errors import InputError, close_matches, from_validation_error, read_user_yaml
 
 __all__ = ["TENSORS", "ArchSpec", "Level", "arch_names", "get_arch", "load_arch_yaml"]
 
@@ -106,9 +106,12 @@ class ArchSpec(BaseModel):
         default table, scaled to each level's capacity and access width."""
         if not isinstance(data, dict):
             return data
-        tech, bits = data.get("technology", ""), int(data.get("word_bits", 8) or 8)
-        levels = [lvl.model_dump() if isinstance(lvl, Level) else lvl
-                  for lvl in data.get("levels") or []]
+        tech, bits, levels = (data.get("technology", ""), data.get("word_bits", 8),
+                              data.get("levels") or [])
+        if (not isinstance(tech, str) or not isinstance(levels, list) or isinstance(bits, bool)
+                or not isinstance(bits, int) or bits < 1):
+            return data  # the field validators name the bad value
+        levels = [lvl.model_dump() if isinstance(lvl, Level) else lvl for lvl in levels]
         missing = data.get("mac_energy_pj") is None or any(
             isinstance(lvl, dict) and (lvl.get("read_energy_pj") is None
                                        or lvl.get("write_energy_pj") is None) for lvl in levels)
@@ -152,7 +155,9 @@ class ArchSpec(BaseModel):
 def _level_defaults(level: dict, tech: str, word_bits: int) -> dict:
     """One level's read/write energies per block access from the technology's table."""
     words, block = level.get("capacity_words"), level.get("block_words", 1)
-    if not isinstance(words, int | float | None) or not isinstance(block, int | float):
+    if (isinstance(words, bool) or isinstance(block, bool)
+            or not isinstance(words, int | float | None) or not isinstance(block, int | float)
+            or (words is not None and words <= 0) or block < 1):
         return level  # the Level validator names the bad value
     size = None if words is None else words * word_bits / 8
     memory = level.get("memory") or memory_class(size)
@@ -178,10 +183,8 @@ def _from_dict(data: object, origin: str) -> ArchSpec:
 
 def load_arch_yaml(path: str | Path) -> ArchSpec:
     """Read and validate an architecture YAML file (safe_load only)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("arch", f"no such file {str(path)!r}")
-    return _from_dict(yaml.safe_load(path.read_text()), str(path))
+    data = read_user_yaml(path, "arch", "an architecture YAML file (see the shipped presets)")
+    return _from_dict(data, str(path))
 
 
 def arch_names() -> list[str]:

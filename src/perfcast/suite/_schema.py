@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from perfcast.errors import InputError, from_validation_error, read_user_text
+from perfcast.errors import InputError, from_validation_error, parse_user_yaml, read_user_text
 
 __all__ = ["MAX_SCENARIO_BYTES", "SECTIONS", "Scenario", "Target", "load_scenario",
            "parse_scenario"]
@@ -128,12 +127,7 @@ def parse_scenario(text: str, origin: str = "<scenario>") -> Scenario:
     """Validate YAML text as a Scenario; safe loader only, size-limited."""
     if len(text.encode()) > MAX_SCENARIO_BYTES:
         raise InputError("file", f"{origin}: larger than {MAX_SCENARIO_BYTES} bytes")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise InputError("file", f"{origin}: not valid YAML{where}") from None
+    data = parse_user_yaml(text, "file", origin)
     if not isinstance(data, dict):
         raise InputError("file", f"{origin}: a scenario is a mapping of fields",
                          ["id", "title", "command", *SECTIONS, "variants", "targets"])

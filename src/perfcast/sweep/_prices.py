@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from perfcast.errors import InputError, close_matches
+from perfcast.errors import InputError, close_matches, read_user_json
 from perfcast.specs import device_names, get_device
 
 __all__ = ["PRICE_FILE_BYTES", "gpu_prices", "parse_prices"]
@@ -66,14 +66,5 @@ def gpu_prices(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     prices = parse_prices(shipped["prices"], "gpu_prices.json")
     if path is None:
         return prices
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("prices", f"{path} is not a file", "a JSON price file")
-    if path.stat().st_size > PRICE_FILE_BYTES:
-        raise InputError("prices", f"{path} is over {PRICE_FILE_BYTES} bytes",
-                         "a small JSON price file")
-    try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError("prices", f"{path} is not valid JSON: {exc}") from None
+    data = read_user_json(path, "prices", "a JSON price file", PRICE_FILE_BYTES)
     return {**prices, **parse_prices(data, source=str(path))}

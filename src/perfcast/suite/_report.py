@@ -37,7 +37,7 @@ def format_value(path: str, value: Any, unit: str | None = None) -> str:
     leaf = path.rsplit(".", 1)[-1]
     rate = next((unit for suffix, unit in _RATES if leaf.endswith(suffix)), None)
     if rate:
-        return f"{value:,.4g} {rate}"
+        return f"{value:,.0f} {rate}" if abs(value) >= 1000 else f"{value:.4g} {rate}"
     if leaf.endswith("_s") or leaf in {"mean", "p50", "p90", "p99"} and "_s." in path:
         return _seconds(value)
     if leaf.endswith("_bytes") or leaf in {"weights", "activations", "gradients", "optimizer"}:

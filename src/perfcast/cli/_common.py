@@ -11,10 +11,11 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
 
-__all__ = ["CalibrationOption", "JsonOption", "KernelModelOption", "emit_json", "fail",
-           "guarded", "to_input_error"]
+__all__ = ["CalibrationOption", "HostOption", "JsonOption", "KernelModelOption", "emit_json",
+           "fail", "guarded", "to_input_error"]
 
 # Options several forecasting commands share, declared once.
 KernelModelOption = Annotated[str, typer.Option(
@@ -22,6 +23,8 @@ KernelModelOption = Annotated[str, typer.Option(
 CalibrationOption = Annotated[str | None, typer.Option(
     help="Extra calibration JSON from `perfcast calibrate`.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+HostOption = Annotated[str, typer.Option(
+    help=f"Per-step host overhead of the serving engine: {', '.join(HOST_PROFILES)}.")]
 
 
 def to_input_error(exc: ValidationError, prefix: str = "") -> InputError:

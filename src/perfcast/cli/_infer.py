@@ -11,12 +11,13 @@ from rich.table import Table
 from perfcast import __version__
 from perfcast.cli._common import (
     CalibrationOption,
+    HostOption,
     JsonOption,
     KernelModelOption,
     emit_json,
     guarded,
 )
-from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
+from perfcast.compose import Execution, InferenceForecast, forecast_inference
 from perfcast.errors import InputError
 from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
 from perfcast.specs import (
@@ -154,8 +155,7 @@ def infer(
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: --dtype).")] = None,
     execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = (
         Execution.CUDA_GRAPH),
-    host: Annotated[str, typer.Option(help=f"Host overhead: {', '.join(HOST_PROFILES)}.")] = (
-        "vllm-v0"),
+    host: HostOption = "vllm-v0",
     kernel_model_name: KernelModelOption = "calibrated",
     calibration: CalibrationOption = None,
     json_out: JsonOption = False,

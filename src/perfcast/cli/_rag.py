@@ -11,13 +11,14 @@ from rich.table import Table
 from perfcast import __version__
 from perfcast.cli._common import (
     CalibrationOption,
+    HostOption,
     JsonOption,
     KernelModelOption,
     emit_json,
     guarded,
 )
 from perfcast.cli._infer import _plan, _precision, kernel_model
-from perfcast.compose import HOST_PROFILES, Execution, RAGForecast, forecast_rag
+from perfcast.compose import Execution, RAGForecast, forecast_rag
 from perfcast.errors import InputError
 from perfcast.kernels import PhysicsModel
 from perfcast.ops import INDEX_KINDS, VectorIndex
@@ -60,8 +61,7 @@ def rag(
         Execution.CUDA_GRAPH),
     embed_execution: Annotated[Execution, typer.Option(help="Embedder launch mode.")] = (
         Execution.EAGER),
-    host: Annotated[str, typer.Option(help=f"Host overhead: {', '.join(HOST_PROFILES)}.")] = (
-        "vllm-v0"),
+    host: HostOption = "vllm-v0",
     kernel_model_name: KernelModelOption = "calibrated",
     calibration: CalibrationOption = None,
     json_out: JsonOption = False,

@@ -88,6 +88,22 @@ class Builder:
                       bytes_written=self.e * b * heads * head_dim * queries,
                       dtype=(dtype or self.dtype).value, count=count)
 
+    def upsample(self, layer: str, c: int, size: tuple[int, int]) -> tuple[int, int]:
+        """Nearest 2x upsampling then a 3x3 conv (diffusers `Upsample2D`): the new size."""
+        size = (size[0] * 2, size[1] * 2)
+        self.vector(layer, "nearest_2x", "elementwise", self.batch * c, size[0] * size[1],
+                    reads=0.25)
+        self.conv(layer, c, c, size)
+        return size
+
+    def conv_out(self, c: int, c_out: int, size: tuple[int, int], groups: int,
+                 kernel: int = 3) -> None:
+        """The output head of a UNet or VAE decoder: GroupNorm, SiLU, conv to `c_out`."""
+        pixels = size[0] * size[1]
+        self.group_norm("conv_out", c, pixels, groups)
+        self.silu("conv_out", self.batch * c, pixels)
+        self.conv("conv_out", c, c_out, size, kernel)
+
     def resnet(self, layer: str, c_in: int, c_out: int, size: tuple[int, int], groups: int,
                temb: int | None) -> None:
         """diffusers ResnetBlock2D: GN-SiLU-conv, [+ time projection], GN-SiLU-conv,
@@ -213,14 +229,8 @@ def unet_ops(unet, batch: int, latent_size: tuple[int, int], dtype: DType | str 
                 _transformer2d(bld, f"up{lvl}.attn{j}", c, heads[src], depth[src], size, g,
                                text_tokens, ctx)
         if lvl < unet.downsamples:
-            size = (size[0] * 2, size[1] * 2)
-            bld.vector(f"up{lvl}.upsample", "nearest_2x", "elementwise", bld.batch * c,
-                       size[0] * size[1], reads=0.25)
-            bld.conv(f"up{lvl}.upsample", c, c, size)
-    pixels = size[0] * size[1]
-    bld.group_norm("conv_out", c, pixels, g)
-    bld.silu("conv_out", bld.batch * c, pixels)
-    bld.conv("conv_out", c, unet.out_channels, size, unet.conv_out_kernel)
+            size = bld.upsample(f"up{lvl}.upsample", c, size)
+    bld.conv_out(c, unet.out_channels, size, g, unet.conv_out_kernel)
     return bld.frame()
 
 

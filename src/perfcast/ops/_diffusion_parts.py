@@ -52,16 +52,10 @@ def vae_decode_ops(vae, batch: int, latent_size: tuple[int, int],
             bld.resnet(f"up{lvl}.resnet{j}", c, c_out, size, g, temb=None)
             c = c_out
         if lvl < len(rev) - 1:
-            size = (size[0] * 2, size[1] * 2)
-            bld.vector(f"up{lvl}.upsample", "nearest_2x", "elementwise", bld.batch * c,
-                       size[0] * size[1], reads=0.25)
-            bld.conv(f"up{lvl}.upsample", c, c, size)
-    pixels = size[0] * size[1]
-    bld.group_norm("conv_out", c, pixels, g)
-    bld.silu("conv_out", bld.batch * c, pixels)
-    bld.conv("conv_out", c, vae.out_channels, size)
+            size = bld.upsample(f"up{lvl}.upsample", c, size)
+    bld.conv_out(c, vae.out_channels, size, g)
     bld.vector("postprocess", "denormalize_clamp", "elementwise", bld.batch * vae.out_channels,
-               pixels, count=2)
+               size[0] * size[1], count=2)
     return bld.frame()
 
 

@@ -66,7 +66,8 @@ def test_the_forty_scenarios_of_scenarios_md_ship_with_real_option_names():
 
 @pytest.mark.parametrize("path, value, text", [
     ("ttft_s", 0.0123, "12.3 ms"), ("e2e_s.p99", 2.5, "2.5 s"),
-    ("throughput_tok_s", 898.9, "898.9 tok/s"), ("tokens_per_s", 84970.2, "84,970 tok/s"), ("memory_per_gpu_bytes", 3.2e10, "32 GB"),
+    ("throughput_tok_s", 898.9, "898.9 tok/s"), ("tokens_per_s", 84970.2, "84,970 tok/s"),
+    ("memory_per_gpu_bytes", 3.2e10, "32 GB"),
     ("mfu", 0.4123, "41.2%"), ("chosen.config", "h100 tp4 x3", "h100 tp4 x3"),
     ("anything", None, "—")])
 def test_values_are_printed_with_units(path, value, text):

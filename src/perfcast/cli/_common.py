@@ -13,9 +13,10 @@ from pydantic import ValidationError
 
 from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
+from perfcast.specs import Cluster, cluster_for, get_cluster, get_device
 
 __all__ = ["CalibrationOption", "HostOption", "JsonOption", "KernelModelOption", "emit_json",
-           "fail", "guarded", "to_input_error"]
+           "fail", "guarded", "machines_for", "to_input_error"]
 
 # Options several forecasting commands share, declared once.
 KernelModelOption = Annotated[str, typer.Option(
@@ -49,6 +50,15 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail(to_input_error(exc))
 
     return wrapper
+
+
+def machines_for(gpu: str | None, cluster: str | None, gpus: int) -> Cluster:
+    """The `--gpu` (nodes of 8 built around it) or `--cluster` preset a command runs on,
+    sized for `gpus`; exactly one of the two must be given."""
+    if (gpu is None) == (cluster is None):
+        raise InputError("gpu", "give exactly one of --gpu or --cluster",
+                         "a catalog GPU (`perfcast hardware list`) or a cluster preset")
+    return get_cluster(cluster, gpus) if cluster else cluster_for(get_device(gpu), gpus)
 
 
 def emit_json(payload: dict) -> None:

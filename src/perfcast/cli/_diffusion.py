@@ -19,7 +19,6 @@ from perfcast.cli._common import (
 from perfcast.cli._infer import kernel_model
 from perfcast.compose import DiffusionForecast, Execution, forecast_diffusion
 from perfcast.errors import InputError
-from perfcast.kernels import PhysicsModel
 from perfcast.specs import cluster_for, get_device, get_diffusion_model
 
 __all__ = ["diffusion"]
@@ -54,9 +53,7 @@ def diffusion(
         raise InputError("gpu", "give --gpu", "see `perfcast hardware list`")
     spec = get_diffusion_model(model)
     box = cluster_for(get_device(gpu), 1)
-    time_model, info = kernel_model(kernel_model_name, calibration)
-    if isinstance(time_model, PhysicsModel):
-        info["tier"] = time_model.tier(box.device)
+    time_model, info = kernel_model(kernel_model_name, calibration, box.device)
     size = (height or resolution, width or resolution)
     fc = forecast_diffusion(spec, box, steps=steps, resolution=size, batch=batch,
                             guidance=guidance, negative_prompt=negative_prompt, dtype=dtype,

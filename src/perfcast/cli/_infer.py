@@ -16,16 +16,15 @@ from perfcast.cli._common import (
     KernelModelOption,
     emit_json,
     guarded,
+    machines_for,
 )
 from perfcast.compose import Execution, InferenceForecast, forecast_inference
 from perfcast.errors import InputError
 from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
 from perfcast.specs import (
+    Device,
     ParallelPlan,
     Precision,
-    cluster_for,
-    get_cluster,
-    get_device,
     get_model,
     parse_dtype,
 )
@@ -63,8 +62,9 @@ def _precision(dtype: str, kv_dtype: str | None, weight_dtype: str | None,
 KERNEL_MODELS = ("calibrated", "roofline")
 
 
-def kernel_model(name: str, calibration: str | None):
-    """The kernel time model a command forecasts with, and a description of it."""
+def kernel_model(name: str, calibration: str | None, device: Device | None = None):
+    """The kernel time model a command forecasts with, and a description of it (with the
+    calibration tier it prices `device` in, when one is given)."""
     if name not in KERNEL_MODELS:
         raise InputError("kernel_model", f"unknown model {name!r}", KERNEL_MODELS)
     if name == "roofline":
@@ -75,7 +75,11 @@ def kernel_model(name: str, calibration: str | None):
     cal = shipped_calibration()
     if calibration:
         cal = cal.merged_with(Calibration.load(calibration))
-    return PhysicsModel(cal), {"name": "calibrated", "calibration": calibration or "shipped"}
+    model = PhysicsModel(cal)
+    info = {"name": "calibrated", "calibration": calibration or "shipped"}
+    if device is not None:
+        info["tier"] = model.tier(device)
+    return model, info
 
 
 def _payload(f: InferenceForecast, inputs: dict) -> dict:
@@ -161,16 +165,11 @@ def infer(
     json_out: JsonOption = False,
 ) -> None:
     """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
-    if (gpu is None) == (cluster is None):
-        raise InputError("gpu", "give exactly one of --gpu or --cluster", "see `hardware list`")
     spec = get_model(model, model_config)
     plan = _plan(tp, num_gpus, cp)
-    gpus = plan.tp * plan.cp
-    box = get_cluster(cluster, gpus) if cluster else cluster_for(get_device(gpu), gpus)
+    box = machines_for(gpu, cluster, plan.tp * plan.cp)
     precision = _precision(dtype, kv_dtype, weight_dtype)
-    model_obj, model_info = kernel_model(kernel_model_name, calibration)
-    if isinstance(model_obj, PhysicsModel):
-        model_info["tier"] = model_obj.tier(box.device)
+    model_obj, model_info = kernel_model(kernel_model_name, calibration, box.device)
     forecast = forecast_inference(
         spec, box, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
         precision=precision, plan=plan, execution=execution, host=host, time_model=model_obj,

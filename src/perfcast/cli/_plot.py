@@ -11,9 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from perfcast.cli._common import guarded
+from perfcast.cli._common import guarded, machines_for
 from perfcast.cli._infer import _plan, _precision, kernel_model
-from perfcast.cli._train import _cluster, _layout, _schedule
+from perfcast.cli._train import _layout, _schedule
 from perfcast.errors import InputError
 
 __all__ = ["plot_app"]
@@ -104,7 +104,7 @@ def _train_job(kw: dict):
         raise InputError("stack", "a stack profile scales the calibrated kernel model",
                          "--stack none, or --kernel-model calibrated")
     dp, gpus = _layout(kw["num_gpus"], kw["tp"], kw["pp"], kw["dp"], kw["cp"])
-    machines = _cluster(kw["gpu"], kw["cluster"], kw["num_gpus"] or gpus)
+    machines = machines_for(kw["gpu"], kw["cluster"], kw["num_gpus"] or gpus)
     time_model = stack_time_model(kw["stack"], machines.device, _time_model(kw))
     plan = ParallelPlan(tp=kw["tp"], pp=kw["pp"], dp=dp, ep=kw["ep"], cp=kw["cp"], sp=kw["sp"],
                         zero_stage=kw["zero"], schedule=_schedule(kw["schedule"]),
@@ -120,13 +120,10 @@ def _train_job(kw: dict):
 def _infer_forecast(kw: dict):
     """InferenceForecast from infer-style options (the `perfcast infer` rules)."""
     from perfcast.compose import forecast_inference
-    from perfcast.specs import cluster_for, get_cluster, get_device, get_model
+    from perfcast.specs import get_model
 
-    if (kw["gpu"] is None) == (kw["cluster"] is None):
-        raise InputError("gpu", "give exactly one of --gpu or --cluster", "see `hardware list`")
     plan = _plan(kw["tp"], kw["num_gpus"])
-    box = (get_cluster(kw["cluster"], plan.tp) if kw["cluster"]
-           else cluster_for(get_device(kw["gpu"]), plan.tp))
+    box = machines_for(kw["gpu"], kw["cluster"], plan.tp)
     return forecast_inference(
         get_model(kw["model"], kw["model_config"]), box, batch=kw["batch"],
         prompt_tokens=kw["prompt_tokens"], output_tokens=kw["output_tokens"],

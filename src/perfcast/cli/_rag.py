@@ -16,13 +16,13 @@ from perfcast.cli._common import (
     KernelModelOption,
     emit_json,
     guarded,
+    machines_for,
 )
 from perfcast.cli._infer import _plan, _precision, kernel_model
 from perfcast.compose import Execution, RAGForecast, forecast_rag
 from perfcast.errors import InputError
-from perfcast.kernels import PhysicsModel
 from perfcast.ops import INDEX_KINDS, VectorIndex
-from perfcast.specs import cluster_for, get_cluster, get_device, get_model
+from perfcast.specs import cluster_for, get_device, get_model
 
 __all__ = ["rag"]
 
@@ -67,13 +67,11 @@ def rag(
     json_out: JsonOption = False,
 ) -> None:
     """Forecast a RAG request's end-to-end latency: embed, search, prefill, decode."""
-    if (gpu is None) == (cluster is None):
-        raise InputError("gpu", "give exactly one of --gpu or --cluster", "see `hardware list`")
     if search_device not in SEARCH_DEVICES:
         raise InputError("search_device", f"unknown {search_device!r}", SEARCH_DEVICES)
     generator, embedder = get_model(model), get_model(embed_model)
     plan = _plan(tp, None)
-    box = get_cluster(cluster, plan.tp) if cluster else cluster_for(get_device(gpu), plan.tp)
+    box = machines_for(gpu, cluster, plan.tp)
     search_box = None
     if search_device == "cpu":
         search_box = cluster_for(get_device(cpu), 1)
@@ -82,9 +80,7 @@ def rag(
                              "a CPU target, e.g. epyc-9654")
     vindex = VectorIndex(kind=index, vectors=index_vectors, dim=dim or embedder.hidden_size,
                          dtype=vector_dtype, nlist=nlist, nprobe=nprobe, pq_bytes=pq_bytes)
-    time_model, info = kernel_model(kernel_model_name, calibration)
-    if isinstance(time_model, PhysicsModel):
-        info["tier"] = time_model.tier(box.device)
+    time_model, info = kernel_model(kernel_model_name, calibration, box.device)
     fc = forecast_rag(generator, embedder, box, vindex, search_cluster=search_box,
                       query_tokens=query_tokens, top_k=top_k, chunk_tokens=chunk_tokens,
                       output_tokens=output_tokens, precision=_precision(dtype, None, None),

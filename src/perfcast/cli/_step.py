@@ -28,7 +28,6 @@ from perfcast.compose import (
     step_timeline,
 )
 from perfcast.errors import InputError
-from perfcast.kernels import PhysicsModel
 from perfcast.ops import EAGER_MODES, eager_ops
 from perfcast.specs import (
     ParallelPlan,
@@ -98,9 +97,7 @@ def step(
     dt = parse_dtype(dtype, "dtype")
     precision = Precision.uniform(dt)
     cluster = cluster_for(get_device(gpu), gpus)
-    time_model, info = kernel_model(kernel_model_name, calibration)
-    if isinstance(time_model, PhysicsModel):
-        info["tier"] = time_model.tier(cluster.device)
+    time_model, info = kernel_model(kernel_model_name, calibration, cluster.device)
     ops = eager_ops(spec, batch // dp, seq_len, mode, precision, ParallelPlan(tp=tp), fused,
                     recompute, optimizer)
     one = step_time(ops, cluster, execution, time_model=time_model)

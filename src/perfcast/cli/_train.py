@@ -17,19 +17,16 @@ from perfcast.cli._common import (
     KernelModelOption,
     emit_json,
     guarded,
+    machines_for,
 )
 from perfcast.cli._infer import kernel_model
 from perfcast.cli._train_cnn import train_cnn
 from perfcast.errors import InputError
-from perfcast.kernels import PhysicsModel
 from perfcast.ops import CNN_MODELS
 from perfcast.specs import (
     Cluster,
     ParallelPlan,
     PipelineSchedule,
-    cluster_for,
-    get_cluster,
-    get_device,
     get_model,
     parse_dtype,
 )
@@ -47,13 +44,6 @@ from perfcast.train import (
 console = Console()
 _FIT_HINT = ("a higher --zero, more --tp/--pp/--cp, --sp, --recompute full or a smaller "
              "--micro-batch")
-
-
-def _cluster(gpu: str | None, cluster: str | None, gpus: int) -> Cluster:
-    if (gpu is None) == (cluster is None):
-        raise InputError("gpu", "give exactly one of --gpu and --cluster",
-                         "a catalog GPU (`perfcast hardware list`) or a cluster preset")
-    return get_cluster(cluster, gpus) if cluster else cluster_for(get_device(gpu), gpus)
 
 
 def _layout(num_gpus: int | None, tp: int, pp: int, dp: int | None, cp: int) -> tuple[int, int]:
@@ -151,10 +141,8 @@ def train(
         raise InputError("recompute", f"unknown {recompute!r}", RECOMPUTE)
     dp_degree, gpus = _layout(num_gpus, tp, pp, dp, cp)
     gpus = num_gpus or gpus
-    machines = _cluster(gpu, cluster, gpus)
-    time_model, info = kernel_model(kernel_model_name, calibration)
-    if isinstance(time_model, PhysicsModel):
-        info["tier"] = time_model.tier(machines.device)
+    machines = machines_for(gpu, cluster, gpus)
+    time_model, info = kernel_model(kernel_model_name, calibration, machines.device)
     if model in CNN_MODELS:
         only = {"tp": (tp, 1), "pp": (pp, 1), "cp": (cp, 1), "ep": (ep, 1), "sp": (sp, False),
                 "zero": (zero, 0), "recompute": (recompute, "none"), "lora_rank": (lora_rank,
@@ -205,7 +193,7 @@ def train(
     if trace_out is not None:
         from perfcast.report import training_schedule, training_trace
 
-        trace = training_trace(training_schedule(job, time_model=time_model))
+        trace = training_trace(training_schedule(job, time_model=time_model, forecast=fc))
         trace_out.write_text(json.dumps(trace))
     _emit({"perfcast_version": __version__, "inputs": inputs, **fc.as_dict()}, json_out,
           lambda payload: _print(payload, fc))

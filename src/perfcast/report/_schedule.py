@@ -61,14 +61,16 @@ def _tail(fc: TrainForecast, zero_stage: int, makespan_s: float) -> pd.DataFrame
 
 
 def training_schedule(job: TrainJob, time_model: ExecutionTimeModel | None = None,
-                      comm_model: CollectiveModel | None = None) -> TrainSchedule:
+                      comm_model: CollectiveModel | None = None,
+                      forecast: TrainForecast | None = None) -> TrainSchedule:
     """The forecast of `job` with every pipeline task's simulated start and end (defaults:
-    the models `forecast_training` defaults to)."""
+    the models `forecast_training` defaults to). A caller that already holds the forecast of
+    `job` with these models passes it as `forecast` instead of having it computed again."""
     from perfcast.train import forecast_training
 
     time_model = time_model or _default_time_model()
     comm_model = comm_model or default_collective_model()
-    fc = forecast_training(job, time_model=time_model, comm_model=comm_model)
+    fc = forecast or forecast_training(job, time_model=time_model, comm_model=comm_model)
     priced = pipeline_tasks(job, time_model, comm_model)
     sc, kinds, send = priced.schedule, priced.seconds, np.array([priced.send_s])
     fwd = sum(f for f, _ in kinds.values())

@@ -9,9 +9,11 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
 
 # Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
+# `api` is the application layer: the model layers below it, the faces (validate, suite,
+# sweep, cli, ui) above it, each building requests and calling `api.run`.
 RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "accel": 3, "compose": 4,
-        "measure": 4, "serve": 5, "train": 5, "validate": 6, "report": 6, "suite": 7, "sweep": 8,
-        "cli": 9, "ui": 10}
+        "measure": 4, "serve": 5, "train": 5, "report": 6, "api": 7, "validate": 8, "suite": 8,
+        "sweep": 9, "cli": 10, "ui": 11}
 
 PUBLIC = {
     "perfcast.ui": {

@@ -68,7 +68,7 @@ def test_images_refused_for_a_text_model():
 def test_command_function_takes_keyword_defaults(capsys):
     """The scenario suite calls commands directly with keyword arguments."""
     infer(model="llava-1.5-7b", gpu="a100-sxm4-80gb", images=2, output_tokens=4,
-          kernel_model_name="roofline", json_out=True)
+          kernel_model="roofline", json_out=True)
     out = json.loads(capsys.readouterr().out)
     assert out["image_tokens"] == 1152 and out["inputs"]["images"] == 2
     with pytest.raises(typer.Exit) as err:

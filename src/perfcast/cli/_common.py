@@ -11,12 +11,12 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from perfcast.api import Result
 from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
-from perfcast.specs import Cluster, cluster_for, get_cluster, get_device
 
 __all__ = ["CalibrationOption", "HostOption", "JsonOption", "KernelModelOption", "emit_json",
-           "fail", "guarded", "machines_for", "to_input_error"]
+           "cli_options", "emit", "fail", "guarded", "to_input_error"]
 
 # Options several forecasting commands share, declared once.
 KernelModelOption = Annotated[str, typer.Option(
@@ -52,13 +52,18 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def machines_for(gpu: str | None, cluster: str | None, gpus: int) -> Cluster:
-    """The `--gpu` (nodes of 8 built around it) or `--cluster` preset a command runs on,
-    sized for `gpus`; exactly one of the two must be given."""
-    if (gpu is None) == (cluster is None):
-        raise InputError("gpu", "give exactly one of --gpu or --cluster",
-                         "a catalog GPU (`perfcast hardware list`) or a cluster preset")
-    return get_cluster(cluster, gpus) if cluster else cluster_for(get_device(gpu), gpus)
+def cli_options(values: dict[str, Any]) -> dict[str, Any]:
+    """A command function's parameters (its `locals()`) as request options: everything but
+    the output switch `--json`."""
+    return {k: v for k, v in values.items() if k != "json_out"}
+
+
+def emit(result: Result, json_out: bool, printer: Callable[[Any], None]) -> None:
+    """Print a result: its payload as JSON, or the command's human tables."""
+    if json_out:
+        emit_json(result.payload())
+    else:
+        printer(result)
 
 
 def emit_json(payload: dict) -> None:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
+from perfcast.api._choices import kernel_model
 from perfcast.cli._common import (
     CalibrationOption,
     JsonOption,
@@ -16,7 +17,6 @@ from perfcast.cli._common import (
     emit_json,
     guarded,
 )
-from perfcast.cli._infer import kernel_model
 from perfcast.compose import DiffusionForecast, Execution, forecast_diffusion
 from perfcast.errors import InputError
 from perfcast.specs import cluster_for, get_device, get_diffusion_model

@@ -8,100 +8,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfcast import __version__
+from perfcast.api import InferRequest, InferResult, run
 from perfcast.cli._common import (
     CalibrationOption,
     HostOption,
     JsonOption,
     KernelModelOption,
-    emit_json,
+    cli_options,
+    emit,
     guarded,
-    machines_for,
 )
-from perfcast.compose import Execution, InferenceForecast, forecast_inference
-from perfcast.errors import InputError
-from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
-from perfcast.specs import (
-    Device,
-    ParallelPlan,
-    Precision,
-    get_model,
-    parse_dtype,
-)
+from perfcast.compose import Execution
 
 console = Console()
 
 
-def _plan(tp: int | None, num_gpus: int | None, cp: int = 1) -> ParallelPlan:
-    if cp < 1:
-        raise InputError("cp", f"must be >= 1, got {cp}", ">= 1")
-    tp = tp or (num_gpus // cp if num_gpus else 1) or 1
-    if num_gpus is not None and num_gpus != tp * cp:
-        raise InputError("num_gpus", f"{num_gpus} GPUs with tp={tp}, cp={cp}: one request "
-                         "runs on one TP x CP group", str(tp * cp))
-    if tp < 1:
-        raise InputError("tp", f"must be >= 1, got {tp}", ">= 1")
-    return ParallelPlan(tp=tp, cp=cp)
-
-
-ACTIVATION_QUANT = ("separate", "fused")
-
-
-def _precision(dtype: str, kv_dtype: str | None, weight_dtype: str | None,
-               activation_quant: str = "separate") -> Precision:
-    if activation_quant not in ACTIVATION_QUANT:
-        raise InputError("activation_quant", f"unknown {activation_quant!r}", ACTIVATION_QUANT)
-    act = parse_dtype(dtype, "dtype")
-    weights = parse_dtype(weight_dtype, "weight_dtype") if weight_dtype else act
-    kv = parse_dtype(kv_dtype, "kv_dtype") if kv_dtype else (act if act.value in (
-        "fp16", "bf16", "fp32", "fp8") else parse_dtype("bf16"))
-    return Precision(weights=weights, activations=act, kv_cache=kv,
-                     activation_quant=activation_quant)
-
-
-KERNEL_MODELS = ("calibrated", "roofline")
-
-
-def kernel_model(name: str, calibration: str | None, device: Device | None = None):
-    """The kernel time model a command forecasts with, and a description of it (with the
-    calibration tier it prices `device` in, when one is given)."""
-    if name not in KERNEL_MODELS:
-        raise InputError("kernel_model", f"unknown model {name!r}", KERNEL_MODELS)
-    if name == "roofline":
-        if calibration:
-            raise InputError("calibration", "only applies to --kernel-model calibrated",
-                             "omit --calibration")
-        return RooflineModel(), {"name": "roofline"}
-    cal = shipped_calibration()
-    if calibration:
-        cal = cal.merged_with(Calibration.load(calibration))
-    model = PhysicsModel(cal)
-    info = {"name": "calibrated", "calibration": calibration or "shipped"}
-    if device is not None:
-        info["tier"] = model.tier(device)
-    return model, info
-
-
-def _payload(f: InferenceForecast, inputs: dict) -> dict:
-    decode = f.decode.breakdown() if f.decode is not None else None
-    return {
-        "perfcast_version": __version__, "inputs": inputs,
-        "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "e2e_s": f.e2e_s,
-        "throughput_tok_s": f.throughput_tok_s,
-        "vision_encode_s": f.vision_encode_s, "image_tokens": f.image_tokens,
-        "context_parallel": (f.context_parallel.as_dict() if f.context_parallel is not None
-                             else None),
-        "interval_s": {k: None if v is None else {"low": v[0], "high": v[1], "level": 0.9}
-                       for k, v in f.intervals_s().items()},
-        "memory_bytes": f.memory.as_dict(),
-        "breakdown": {"prefill": f.prefill.breakdown(), "decode_step": decode,
-                      "vision_encode": f.vision.breakdown() if f.vision is not None else None,
-                      "by_family": f.breakdown().to_dict("records")},
-        "notes": f.notes,
-    }
-
-
-def _print(f: InferenceForecast, inputs: dict) -> None:
+def _print(result: InferResult) -> None:
+    f, inputs = result.forecast, result.inputs
     km = inputs["kernel_model"]
     tier = f", {km['tier']} tier" if "tier" in km else ""
     gpus = inputs["tp"] * inputs["cp"]
@@ -160,26 +83,9 @@ def infer(
     execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = (
         Execution.CUDA_GRAPH),
     host: HostOption = "vllm-v0",
-    kernel_model_name: KernelModelOption = "calibrated",
+    kernel_model: KernelModelOption = "calibrated",
     calibration: CalibrationOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
-    spec = get_model(model, model_config)
-    plan = _plan(tp, num_gpus, cp)
-    box = machines_for(gpu, cluster, plan.tp * plan.cp)
-    precision = _precision(dtype, kv_dtype, weight_dtype)
-    model_obj, model_info = kernel_model(kernel_model_name, calibration, box.device)
-    forecast = forecast_inference(
-        spec, box, batch=batch, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-        precision=precision, plan=plan, execution=execution, host=host, time_model=model_obj,
-        images=images)
-    inputs = {"model": spec.name, "gpu": box.device.name, "cluster": box.name, "tp": plan.tp,
-              "cp": plan.cp, "images": images,
-              "batch": batch, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
-              "precision": precision.model_dump(mode="json"), "execution": str(execution),
-              "host": host, "kernel_model": model_info}
-    if json_out:
-        emit_json(_payload(forecast, inputs))
-    else:
-        _print(forecast, inputs)
+    emit(run(InferRequest.from_options(cli_options(locals()))), json_out, _print)

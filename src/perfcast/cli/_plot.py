@@ -11,8 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from perfcast.cli._common import guarded, machines_for
-from perfcast.cli._infer import _plan, _precision, kernel_model
+from perfcast.api._choices import kernel_model, machines_for
+from perfcast.api._choices import precision_spec as _precision
+from perfcast.api._infer import inference_plan as _plan
+from perfcast.cli._common import guarded
 from perfcast.cli._train import _layout, _schedule
 from perfcast.errors import InputError
 

@@ -9,6 +9,9 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
+from perfcast.api._choices import kernel_model, machines_for
+from perfcast.api._choices import precision_spec as _precision
+from perfcast.api._infer import inference_plan as _plan
 from perfcast.cli._common import (
     CalibrationOption,
     HostOption,
@@ -16,9 +19,7 @@ from perfcast.cli._common import (
     KernelModelOption,
     emit_json,
     guarded,
-    machines_for,
 )
-from perfcast.cli._infer import _plan, _precision, kernel_model
 from perfcast.compose import Execution, RAGForecast, forecast_rag
 from perfcast.errors import InputError
 from perfcast.ops import INDEX_KINDS, VectorIndex

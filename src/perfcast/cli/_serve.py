@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
+from perfcast.api._choices import precision_spec as _precision
 from perfcast.cli._common import JsonOption, emit_json, guarded
-from perfcast.cli._infer import _precision
 from perfcast.errors import InputError
 from perfcast.serve import (
     ServeConfig,

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
+from perfcast.api._choices import kernel_model
 from perfcast.cli._common import (
     CalibrationOption,
     JsonOption,
@@ -18,7 +19,6 @@ from perfcast.cli._common import (
     emit_json,
     guarded,
 )
-from perfcast.cli._infer import kernel_model
 from perfcast.compose import (
     Execution,
     chrome_trace,

@@ -11,15 +11,14 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
+from perfcast.api._choices import kernel_model, machines_for
 from perfcast.cli._common import (
     CalibrationOption,
     JsonOption,
     KernelModelOption,
     emit_json,
     guarded,
-    machines_for,
 )
-from perfcast.cli._infer import kernel_model
 from perfcast.cli._train_cnn import train_cnn
 from perfcast.errors import InputError
 from perfcast.ops import CNN_MODELS

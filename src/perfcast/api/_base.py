@@ -1,0 +1,227 @@
+"""Requests, results and the one `run`: the application layer every face calls.
+
+A request is a frozen pydantic model of one question, composed of option groups (model,
+hardware, plan, precision, workload, ...). Each group's fields are the command's options: a
+field's *option name* (its alias, else its name) is the CLI flag without dashes and the key a
+scenario file, a sweep point or a UI form uses, so `from_options` turns any of those flat
+mappings into the same request, and `options()` gives the mapping back.
+
+`resolve(request)` turns names and flags into specs and picks every default (kernel model,
+collective model, host overhead, execution mode) in one place; `run(request)` executes what
+`resolve` produced and returns a result whose `payload()` is exactly what `--json` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from perfcast.errors import InputError, close_matches
+
+__all__ = ["COMMANDS", "Command", "Group", "Request", "Result", "command_for", "dump_request",
+           "load_request", "register", "request_from_options", "resolve", "run"]
+
+
+class Group(BaseModel):
+    """A group of a request's options (a model choice, the hardware, the plan, ...)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+def _group_type(annotation: Any) -> type[Group] | None:
+    """The Group class a field holds (also through `Group | None`), else None."""
+    candidates = get_args(annotation) if get_origin(annotation) is not None else (annotation,)
+    for c in candidates:
+        if isinstance(c, type) and issubclass(c, Group):
+            return c
+    return None
+
+
+def _option_name(name: str, field: Any) -> str:
+    return field.alias or name
+
+
+class Request(BaseModel):
+    """One question to perfcast. Subclasses set `command` and compose option groups."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    command: ClassVar[str]
+
+    @classmethod
+    @cache
+    def option_paths(cls) -> dict[str, tuple[str, str | None]]:
+        """Option name -> (the request's field, the group's field or None for a top-level
+        option). Option names are unique within a request (tested)."""
+        paths: dict[str, tuple[str, str | None]] = {}
+        for name, field in cls.model_fields.items():
+            group = _group_type(field.annotation)
+            if group is None:
+                paths[_option_name(name, field)] = (name, None)
+                continue
+            for leaf, leaf_field in group.model_fields.items():
+                paths[_option_name(leaf, leaf_field)] = (name, leaf)
+        return paths
+
+    @classmethod
+    def option_types(cls) -> dict[str, Any]:
+        """Option name -> its declared type (for parsing `--set name=value` strings)."""
+        out = {}
+        for option, (top, leaf) in cls.option_paths().items():
+            field = cls.model_fields[top]
+            if leaf is not None:
+                field = _group_type(field.annotation).model_fields[leaf]
+            out[option] = field.annotation
+        return out
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None, /, **more: Any):
+        """The request from flat options (CLI flag names, dashes or underscores): what a
+        scenario file, a sweep point, a UI form and a command line all give."""
+        given = {**(options or {}), **more}
+        paths = cls.option_paths()
+        nested: dict[str, Any] = {}
+        for raw, value in given.items():
+            key = str(raw).replace("-", "_")
+            if key not in paths:
+                hint = close_matches(key, paths)
+                problem = f"{cls.command} has no option {raw!r}" + (
+                    f"; did you mean {hint[0]}?" if hint else "")
+                raise InputError(str(raw), problem, sorted(paths))
+            top, leaf = paths[key]
+            if leaf is None:
+                nested[top] = value
+            else:
+                nested.setdefault(top, {})[key] = value
+        return cls.validated(nested)
+
+    @classmethod
+    def validated(cls, data: Mapping[str, Any]):
+        """`model_validate`, with a validation error as an InputError naming the option."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise _input_error(cls, exc) from None
+
+    def options(self) -> dict[str, Any]:
+        """The flat options this request was (or could have been) made from."""
+        out = {}
+        for option, (top, leaf) in self.option_paths().items():
+            value = getattr(self, top)
+            if leaf is not None:
+                value = getattr(value, leaf)
+            out[option] = value
+        return out
+
+
+def _input_error(cls: type[Request], exc: ValidationError) -> InputError:
+    """The first error, named by its option (the flag a user typed), not pydantic's path."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    msg = err["msg"].removeprefix("Value error, ")
+    names = {(top, leaf): option for option, (top, leaf) in cls.option_paths().items()}
+    field = None
+    if len(loc) >= 2:
+        field = next((o for (t, leaf), o in names.items() if t == loc[0] and
+                      (leaf == loc[1] or o == loc[1])), None)
+    if field is None and loc:
+        field = names.get((loc[0], None), ".".join(loc))
+    value = err.get("input")
+    if err["type"] == "missing":
+        return InputError(field or cls.command, f"`{cls.command}` needs this option")
+    shown = f"{value!r} is not valid for `{cls.command}`: " if not isinstance(
+        value, Mapping) else ""
+    return InputError(field or cls.command, shown + msg)
+
+
+class Result(Protocol):
+    """What `run` returns: rich objects for Python callers, plus the `--json` payload."""
+
+    request: Request
+
+    def payload(self) -> dict[str, Any]:
+        """Exactly what `perfcast <command> ... --json` prints, as a dict."""
+        ...
+
+
+R = TypeVar("R", bound=Request)
+
+
+@dataclass(frozen=True)
+class Command(Generic[R]):
+    """One question perfcast answers: its request type and how to run it.
+
+    `resolve` turns the request into specs (the only place defaults are chosen);
+    `execute` runs the resolved question and returns its result."""
+
+    request: type[R]
+    resolve: Callable[[R], Any]
+    execute: Callable[[Any], Result]
+
+    @property
+    def name(self) -> str:
+        return self.request.command
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register(request: type[R], resolve_fn: Callable[[R], Any],
+             execute: Callable[[Any], Result]) -> Command[R]:
+    """Declare a command (called once per command module, at import)."""
+    command = Command(request, resolve_fn, execute)
+    COMMANDS[request.command] = command
+    return command
+
+
+def command_for(name: str) -> Command:
+    """The command named `name`, or an InputError listing the commands."""
+    if name not in COMMANDS:
+        hint = close_matches(name, COMMANDS)
+        problem = f"unknown command {name!r}" + (f"; did you mean {hint[0]}?" if hint else "")
+        raise InputError("command", problem, sorted(COMMANDS))
+    return COMMANDS[name]
+
+
+def _command_of(request: Request) -> Command:
+    if not isinstance(request, Request):
+        raise InputError("request", f"expected a perfcast request, got {type(request).__name__}",
+                         sorted(c.request.__name__ for c in COMMANDS.values()))
+    return command_for(request.command)
+
+
+def resolve(request: Request) -> Any:
+    """The request's names and flags as specs, with every default chosen."""
+    return _command_of(request).resolve(request)
+
+
+def run(request: Request) -> Result:
+    """Answer one question: resolve the request, then run it."""
+    command = _command_of(request)
+    return command.execute(command.resolve(request))
+
+
+def request_from_options(command: str, options: Mapping[str, Any]) -> Request:
+    """The request of `command` from flat options (a scenario's, a sweep point's)."""
+    return command_for(command).request.from_options(options)
+
+
+def dump_request(request: Request) -> dict[str, Any]:
+    """A request as plain JSON/YAML data: its command and its nested groups."""
+    return {"command": request.command,
+            **request.model_dump(mode="json", by_alias=True, exclude_defaults=True)}
+
+
+def load_request(data: Mapping[str, Any]) -> Request:
+    """A request from `dump_request`'s data (nested groups) or from flat options, either
+    with a `command` key."""
+    data = dict(data)
+    name = data.pop("command", None)
+    if not isinstance(name, str):
+        raise InputError("command", "a request needs its command", sorted(COMMANDS))
+    cls = command_for(name).request
+    nested = any(k in cls.model_fields and isinstance(v, Mapping) for k, v in data.items())
+    return cls.validated(data) if nested else cls.from_options(data)

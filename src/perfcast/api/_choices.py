@@ -1,0 +1,154 @@
+"""The option groups requests share, and the one place their names become specs.
+
+Each group is what a user names (a catalog model, a GPU or cluster preset, dtypes, a kernel
+model); its `resolve`-style methods give the specs the model layers take. Defaults that more
+than one command uses (kernel model, precision of the KV cache, the machines built around a
+GPU) are chosen here, once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from perfcast.api._base import Group
+from perfcast.errors import InputError
+from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
+from perfcast.specs import (
+    Cluster,
+    Device,
+    ModelSpec,
+    Precision,
+    cluster_for,
+    get_cluster,
+    get_device,
+    get_model,
+    parse_dtype,
+)
+
+__all__ = ["ACTIVATION_QUANT", "KERNEL_MODELS", "Hardware", "KernelChoice", "ModelChoice",
+           "PrecisionChoice", "ServingPrecision", "kernel_model", "machines_for",
+           "never_overwrite", "precision_spec"]
+
+KERNEL_MODELS = ("calibrated", "roofline")
+ACTIVATION_QUANT = ("separate", "fused")
+
+
+def _shorthand(value: Any, field: str) -> Any:
+    """A bare string for a group means its first field: `model="llama-2-7b"`."""
+    return {field: value} if isinstance(value, str) else value
+
+
+class ModelChoice(Group):
+    """A catalog model (or HF id), or a path to an HF config.json: exactly one."""
+
+    name: str | None = Field(None, alias="model", description="Catalog model name or HF id.")
+    config: str | None = Field(None, alias="model_config",
+                               description="Path to an HF config.json.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_only(cls, value: Any) -> Any:
+        return _shorthand(value, "model")
+
+    def spec(self) -> ModelSpec:
+        return get_model(self.name, self.config)
+
+
+class Hardware(Group):
+    """A catalog GPU (nodes of 8 built around it) or a cluster preset: exactly one."""
+
+    gpu: str | None = Field(None, description="Catalog GPU name (see `hardware list`).")
+    cluster: str | None = Field(None, description="Cluster preset instead of --gpu.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_only(cls, value: Any) -> Any:
+        return _shorthand(value, "gpu")
+
+    def machines(self, gpus: int) -> Cluster:
+        return machines_for(self.gpu, self.cluster, gpus)
+
+
+def machines_for(gpu: str | None, cluster: str | None, gpus: int) -> Cluster:
+    """The `--gpu` (nodes of 8 built around it) or `--cluster` preset a command runs on,
+    sized for `gpus`; exactly one of the two must be given."""
+    if (gpu is None) == (cluster is None):
+        raise InputError("gpu", "give exactly one of --gpu or --cluster",
+                         "a catalog GPU (`perfcast hardware list`) or a cluster preset")
+    return get_cluster(cluster, gpus) if cluster else cluster_for(get_device(gpu), gpus)
+
+
+class KernelChoice(Group):
+    """How kernel times are priced: the calibrated model (plus a user calibration) or the
+    plain roofline."""
+
+    kernel_model: str = Field("calibrated", description="calibrated or roofline.")
+    calibration: str | None = Field(None, description="Extra calibration JSON from "
+                                    "`perfcast calibrate`.")
+
+    def resolve(self, device: Device | None = None):
+        """(the kernel time model, a description of it for the payload)."""
+        return kernel_model(self.kernel_model, self.calibration, device)
+
+
+def kernel_model(name: str, calibration: str | None, device: Device | None = None):
+    """The kernel time model a command forecasts with, and a description of it (with the
+    calibration tier it prices `device` in, when one is given)."""
+    if name not in KERNEL_MODELS:
+        raise InputError("kernel_model", f"unknown model {name!r}", KERNEL_MODELS)
+    if name == "roofline":
+        if calibration:
+            raise InputError("calibration", "only applies to --kernel-model calibrated",
+                             "omit --calibration")
+        return RooflineModel(), {"name": "roofline"}
+    cal = shipped_calibration()
+    if calibration:
+        cal = cal.merged_with(Calibration.load(calibration))
+    model = PhysicsModel(cal)
+    info = {"name": "calibrated", "calibration": calibration or "shipped"}
+    if device is not None:
+        info["tier"] = model.tier(device)
+    return model, info
+
+
+class PrecisionChoice(Group):
+    """Activation, weight and KV-cache dtypes of an inference deployment."""
+
+    dtype: str = Field("bf16", description="Activation (and default weight) dtype.")
+    weight_dtype: str | None = Field(None, description="Weights, e.g. int4 for W4A16.")
+    kv_dtype: str | None = Field(None, description="KV-cache dtype (default: --dtype).")
+
+    def spec(self) -> Precision:
+        return precision_spec(self.dtype, self.kv_dtype, self.weight_dtype, "separate")
+
+
+class ServingPrecision(PrecisionChoice):
+    """A serving engine's precision: fp8/fp4 activations quantised by the producing kernel
+    by default, as engines do."""
+
+    activation_quant: str = Field("fused", description="fused or separate.")
+
+    def spec(self) -> Precision:
+        return precision_spec(self.dtype, self.kv_dtype, self.weight_dtype, self.activation_quant)
+
+
+def precision_spec(dtype: str, kv_dtype: str | None, weight_dtype: str | None,
+                   activation_quant: str = "separate") -> Precision:
+    """The KV cache defaults to the activation dtype where a cache can hold it, else bf16."""
+    if activation_quant not in ACTIVATION_QUANT:
+        raise InputError("activation_quant", f"unknown {activation_quant!r}", ACTIVATION_QUANT)
+    act = parse_dtype(dtype, "dtype")
+    weights = parse_dtype(weight_dtype, "weight_dtype") if weight_dtype else act
+    kv = parse_dtype(kv_dtype, "kv_dtype") if kv_dtype else (act if act.value in (
+        "fp16", "bf16", "fp32", "fp8") else parse_dtype("bf16"))
+    return Precision(weights=weights, activations=act, kv_cache=kv,
+                     activation_quant=activation_quant)
+
+
+def never_overwrite(field: str, path) -> None:
+    """perfcast writes new files only: an existing output path is an error."""
+    if path is not None and path.exists():
+        raise InputError(field, f"{path} exists; perfcast never overwrites a file",
+                         "a new path")

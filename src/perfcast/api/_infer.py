@@ -1,0 +1,137 @@
+"""`infer`: one request (or a static batch) on one GPU or a TP x CP group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from perfcast import __version__
+from perfcast.api._base import Group, Request, register
+from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, PrecisionChoice
+from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
+from perfcast.errors import InputError
+from perfcast.kernels import ExecutionTimeModel
+from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
+
+__all__ = ["InferEngine", "InferPlan", "InferRequest", "InferResult", "InferWorkload",
+           "ResolvedInfer", "inference_plan"]
+
+
+class InferPlan(Group):
+    """One request runs on one TP x CP group."""
+
+    tp: int | None = Field(None, description="Tensor-parallel degree.")
+    num_gpus: int | None = Field(None, description="GPUs (= tp x cp for one request).")
+    cp: int = Field(1, description="Context-parallel degree: the prompt split over cp GPUs "
+                    "(ring attention prefill, sharded-KV decode).")
+
+    def spec(self) -> ParallelPlan:
+        return inference_plan(self.tp, self.num_gpus, self.cp)
+
+
+def inference_plan(tp: int | None, num_gpus: int | None, cp: int = 1) -> ParallelPlan:
+    """The TP x CP group of one request; tp defaults to what fills `num_gpus`."""
+    if cp < 1:
+        raise InputError("cp", f"must be >= 1, got {cp}", ">= 1")
+    tp = tp or (num_gpus // cp if num_gpus else 1) or 1
+    if num_gpus is not None and num_gpus != tp * cp:
+        raise InputError("num_gpus", f"{num_gpus} GPUs with tp={tp}, cp={cp}: one request "
+                         "runs on one TP x CP group", str(tp * cp))
+    if tp < 1:
+        raise InputError("tp", f"must be >= 1, got {tp}", ">= 1")
+    return ParallelPlan(tp=tp, cp=cp)
+
+
+class InferWorkload(Group):
+    images: int = Field(0, description="Images per request (multimodal models: each adds its "
+                        "vision tokens and encoding time).")
+    prompt_tokens: int = Field(512, description="Prompt length per request.")
+    output_tokens: int = Field(128, description="Generated tokens per request.")
+    batch: int = Field(1, description="Requests run together (static batch).")
+
+
+class InferEngine(Group):
+    """How the serving engine launches kernels and what its host adds per step."""
+
+    execution: Execution = Field(Execution.CUDA_GRAPH, description="Kernel launch mode.")
+    host: str = Field("vllm-v0", description="Per-step host overhead of the serving engine: "
+                      + ", ".join(HOST_PROFILES) + ".")
+
+
+class InferRequest(Request):
+    """TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
+
+    command = "infer"
+    model: ModelChoice = ModelChoice()
+    hardware: Hardware = Hardware()
+    plan: InferPlan = InferPlan()
+    precision: PrecisionChoice = PrecisionChoice()
+    workload: InferWorkload = InferWorkload()
+    engine: InferEngine = InferEngine()
+    kernels: KernelChoice = KernelChoice()
+
+
+@dataclass(frozen=True)
+class ResolvedInfer:
+    request: InferRequest
+    model: ModelSpec
+    machines: Cluster
+    plan: ParallelPlan
+    precision: Precision
+    time_model: ExecutionTimeModel
+    kernel_info: dict[str, Any]
+
+
+def resolve_infer(request: InferRequest) -> ResolvedInfer:
+    spec = request.model.spec()
+    plan = request.plan.spec()
+    box = request.hardware.machines(plan.tp * plan.cp)
+    precision = request.precision.spec()
+    time_model, info = request.kernels.resolve(box.device)
+    return ResolvedInfer(request, spec, box, plan, precision, time_model, info)
+
+
+@dataclass(frozen=True)
+class InferResult:
+    request: InferRequest
+    inputs: dict[str, Any]
+    forecast: InferenceForecast
+
+    def payload(self) -> dict[str, Any]:
+        f = self.forecast
+        decode = f.decode.breakdown() if f.decode is not None else None
+        return {
+            "perfcast_version": __version__, "inputs": self.inputs,
+            "ttft_s": f.ttft_s, "tpot_s": f.tpot_s, "e2e_s": f.e2e_s,
+            "throughput_tok_s": f.throughput_tok_s,
+            "vision_encode_s": f.vision_encode_s, "image_tokens": f.image_tokens,
+            "context_parallel": (f.context_parallel.as_dict() if f.context_parallel is not None
+                                 else None),
+            "interval_s": {k: None if v is None else {"low": v[0], "high": v[1], "level": 0.9}
+                           for k, v in f.intervals_s().items()},
+            "memory_bytes": f.memory.as_dict(),
+            "breakdown": {"prefill": f.prefill.breakdown(), "decode_step": decode,
+                          "vision_encode": f.vision.breakdown() if f.vision is not None
+                          else None,
+                          "by_family": f.breakdown().to_dict("records")},
+            "notes": f.notes,
+        }
+
+
+def execute_infer(r: ResolvedInfer) -> InferResult:
+    w, e = r.request.workload, r.request.engine
+    forecast = forecast_inference(
+        r.model, r.machines, batch=w.batch, prompt_tokens=w.prompt_tokens,
+        output_tokens=w.output_tokens, precision=r.precision, plan=r.plan,
+        execution=e.execution, host=e.host, time_model=r.time_model, images=w.images)
+    inputs = {"model": r.model.name, "gpu": r.machines.device.name, "cluster": r.machines.name,
+              "tp": r.plan.tp, "cp": r.plan.cp, "images": w.images, "batch": w.batch,
+              "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
+              "precision": r.precision.model_dump(mode="json"), "execution": str(e.execution),
+              "host": e.host, "kernel_model": r.kernel_info}
+    return InferResult(r.request, inputs, forecast)
+
+
+register(InferRequest, resolve_infer, execute_infer)

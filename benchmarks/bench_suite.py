@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import time
 
-from perfcast.cli._exec import run_command
 from perfcast.suite import builtin_scenarios, run_suite
 
 TARGET_S = 60.0
@@ -24,7 +23,7 @@ def main() -> None:
     walls = {}
     for workers in args.workers:
         start = time.perf_counter()
-        results = run_suite(scenarios, run_command, workers=workers)
+        results = run_suite(scenarios, workers=workers)
         walls[workers] = time.perf_counter() - start
         supported = sum(r.status == "supported" for r in results)
         print(f"workers={workers}: {walls[workers]:.1f} s wall, {supported}/{len(results)} "

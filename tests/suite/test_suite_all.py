@@ -1,17 +1,16 @@
 """The issue's bar: every scenario of SCENARIOS.md prints its target metrics (40/40), through
-the same in-process commands `perfcast suite` runs; and the numbers are reproducible."""
+the same `perfcast.api.run` every face calls; and the numbers are reproducible."""
 
 import math
 
 import pytest
 
-from perfcast.cli._exec import run_command
 from perfcast.suite import builtin_scenarios, run_suite
 
 
 @pytest.fixture(scope="module")
 def results():
-    return run_suite(builtin_scenarios(), run_command, workers=2)
+    return run_suite(builtin_scenarios(), workers=2)
 
 
 def test_all_forty_scenarios_are_supported(results):
@@ -31,6 +30,6 @@ def test_numeric_targets_are_finite(results):
 def test_same_inputs_same_numbers():
     """Bit-identical across runs: seeded serving, the seeded accelerator mapper, training."""
     chosen = [s for s in builtin_scenarios() if s.id in {"I2.1", "T3.1", "X6", "X15"}]
-    first = run_suite(chosen, run_command)
-    again = run_suite(chosen, run_command)
+    first = run_suite(chosen)
+    again = run_suite(chosen)
     assert [r.values for r in first] == [r.values for r in again]

@@ -5,7 +5,7 @@ import os
 import pytest
 import yaml
 
-from perfcast.cli._exec import run_command
+from perfcast.api import run_options
 from perfcast.ui import APP_PATH, flatten_scenario
 
 try:  # the `ui` extra, in `.[dev]`: skipped off CI without it, a failure under CI
@@ -14,6 +14,11 @@ except ImportError:
     if os.environ.get("CI"):
         raise
     pytest.skip("streamlit is not installed (pip install -e '.[ui]')", allow_module_level=True)
+
+
+def payload_of(command, options):
+    """What `perfcast <command> ... --json` prints, through the API."""
+    return run_options(command, options).payload()
 
 
 def _page() -> AppTest:
@@ -37,7 +42,7 @@ def test_infer_forecast_shows_the_cli_numbers():
     at.run()
     at.button(key="forecast").click().run()
     assert not at.exception and not at.error
-    p = run_command("infer", {"model": "mistral-7b", "gpu": "h100-sxm", "tp": 2,
+    p = payload_of("infer", {"model": "mistral-7b", "gpu": "h100-sxm", "tp": 2,
                               "prompt_tokens": 1024, "output_tokens": 64})
     shown = _shown(at)
     assert shown["TTFT"] == f"{p['ttft_s'] * 1e3:.3f} ms"
@@ -57,7 +62,7 @@ def test_serve_and_train_show_their_metrics():
     at.run()
     at.button(key="forecast").click().run()
     assert not at.exception and not at.error
-    p = run_command("serve", {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "qps": 4.0,
+    p = payload_of("serve", {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "qps": 4.0,
                               "num_requests": 40, "prompt_tokens": "512",
                               "output_tokens": "128", "dtype": "bf16"})
     shown = _shown(at)
@@ -70,7 +75,7 @@ def test_serve_and_train_show_their_metrics():
     at.button(key="forecast").click().run()
     assert not at.exception and not at.error
     tp = at.number_input(key="tp").value
-    t = run_command("train", {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "num_gpus": 8,
+    t = payload_of("train", {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "num_gpus": 8,
                               "tp": tp, "zero": 1, "seq_len": 2048})
     shown = _shown(at)
     assert shown["Iteration"] == f"{t['iteration_time_s']:.3f} s"
@@ -100,7 +105,7 @@ def test_sweep_tab_runs_one_point_per_value():
     table = at.dataframe[0].value
     assert list(table["tp"]) == [1, 2, 4]
     for tp, ttft in zip(table["tp"], table["TTFT (ms)"], strict=True):
-        p = run_command("infer", {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "tp": int(tp)})
+        p = payload_of("infer", {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "tp": int(tp)})
         assert ttft == pytest.approx(p["ttft_s"] * 1e3, rel=1e-12)
 
 
@@ -121,4 +126,4 @@ def test_scenario_tab_offers_the_yaml_of_the_current_inputs():
     command, options = flatten_scenario(yaml.safe_load(yaml_block))
     assert command == "infer"
     assert options["batch"] == 4 and options["gpu"] == "a100-sxm4-80gb"
-    assert run_command(command, options)["inputs"]["batch"] == 4
+    assert payload_of(command, options)["inputs"]["batch"] == 4

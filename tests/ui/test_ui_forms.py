@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from perfcast.api import run_options
 from perfcast.cli import app
-from perfcast.cli._exec import run_command
 from perfcast.errors import InputError
 from perfcast.ui import (
     MAX_SWEEP_POINTS,
@@ -43,14 +43,19 @@ TRAIN = {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "num_gpus": 8, "tp": 2,
          "zero": 1, "recompute": "none", "seq_len": 2048, "micro_batch": 1, "dtype": "bf16"}
 
 
+def payload_of(command, options):
+    """What `perfcast <command> ... --json` prints, through the API."""
+    return run_options(command, options).payload()
+
+
 @pytest.fixture(scope="module")
 def infer_payload():
-    return run_command("infer", INFER)
+    return payload_of("infer", INFER)
 
 
 @pytest.fixture(scope="module")
 def train_payload():
-    return run_command("train", TRAIN)
+    return payload_of("train", TRAIN)
 
 
 def test_build_options_drops_unset_values_and_keeps_section_order():
@@ -98,7 +103,7 @@ def test_cli_line_prints_the_numbers_the_page_shows(command, options):
     result = CliRunner().invoke(app, words[1:])
     assert result.exit_code == 0, result.output
     printed = json.loads(result.stdout)
-    assert printed == run_command(command, options)
+    assert printed == payload_of(command, options)
 
 
 @pytest.mark.parametrize(("command", "options"),

@@ -20,6 +20,7 @@ from perfcast.api._base import (
     request_from_options,
     resolve,
     run,
+    run_options,
 )
 from perfcast.api._choices import (
     Hardware,
@@ -38,10 +39,24 @@ from perfcast.api._infer import (
     InferWorkload,
     ResolvedInfer,
 )
+from perfcast.api._step import (
+    ResolvedStep,
+    StepEngine,
+    StepHardware,
+    StepOutputs,
+    StepPlan,
+    StepPrecision,
+    StepRequest,
+    StepResult,
+    StepWorkload,
+)
 
 __all__ = [
     "COMMANDS", "Command", "Group", "Hardware", "InferEngine", "InferPlan", "InferRequest",
     "InferResult", "InferWorkload", "KernelChoice", "ModelChoice", "PrecisionChoice", "Request",
     "ResolvedInfer", "Result", "ServingPrecision", "command_for", "dump_request",
     "kernel_model", "load_request", "machines_for", "request_from_options", "resolve", "run",
+    "run_options",
+    "ResolvedStep", "StepEngine", "StepHardware", "StepOutputs", "StepPlan", "StepPrecision",
+    "StepRequest", "StepResult", "StepWorkload",
 ]

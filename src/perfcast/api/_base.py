@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from perfcast.errors import InputError, close_matches
 
 __all__ = ["COMMANDS", "Command", "Group", "Request", "Result", "command_for", "dump_request",
-           "load_request", "register", "request_from_options", "resolve", "run"]
+           "load_request", "register", "request_from_options", "resolve", "run",
+           "run_options"]
 
 
 class Group(BaseModel):
@@ -57,25 +58,43 @@ class Request(BaseModel):
         """Option name -> (the request's field, the group's field or None for a top-level
         option). Option names are unique within a request (tested)."""
         paths: dict[str, tuple[str, str | None]] = {}
+
+        def add(option: str, path: tuple[str, str | None]) -> None:
+            if option in paths:
+                raise TypeError(f"{cls.__name__}: option {option!r} in {paths[option]} "
+                                f"and {path}")
+            paths[option] = path
+
         for name, field in cls.model_fields.items():
             group = _group_type(field.annotation)
             if group is None:
-                paths[_option_name(name, field)] = (name, None)
+                add(_option_name(name, field), (name, None))
                 continue
             for leaf, leaf_field in group.model_fields.items():
-                paths[_option_name(leaf, leaf_field)] = (name, leaf)
+                add(_option_name(leaf, leaf_field), (name, leaf))
         return paths
 
     @classmethod
-    def option_types(cls) -> dict[str, Any]:
-        """Option name -> its declared type (for parsing `--set name=value` strings)."""
+    def _option_fields(cls) -> dict[str, Any]:
+        """Option name -> its pydantic FieldInfo."""
         out = {}
         for option, (top, leaf) in cls.option_paths().items():
             field = cls.model_fields[top]
             if leaf is not None:
                 field = _group_type(field.annotation).model_fields[leaf]
-            out[option] = field.annotation
+            out[option] = field
         return out
+
+    @classmethod
+    def option_types(cls) -> dict[str, Any]:
+        """Option name -> its declared type (for parsing `--set name=value` strings)."""
+        return {option: f.annotation for option, f in cls._option_fields().items()}
+
+    @classmethod
+    def option_defaults(cls) -> dict[str, Any]:
+        """Option name -> its default, for the options that have one (forms, help, tests)."""
+        return {option: f.get_default(call_default_factory=True)
+                for option, f in cls._option_fields().items() if not f.is_required()}
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None, /, **more: Any):
@@ -207,6 +226,12 @@ def run(request: Request) -> Result:
 def request_from_options(command: str, options: Mapping[str, Any]) -> Request:
     """The request of `command` from flat options (a scenario's, a sweep point's)."""
     return command_for(command).request.from_options(options)
+
+
+def run_options(command: str, options: Mapping[str, Any]) -> Result:
+    """`run` of the request `command` builds from flat options: what a scenario run, a
+    sweep point and a UI form ask. Bad names or values raise InputError naming the option."""
+    return run(request_from_options(command, options))
 
 
 def dump_request(request: Request) -> dict[str, Any]:

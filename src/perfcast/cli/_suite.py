@@ -15,7 +15,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from perfcast.cli._common import JsonOption, emit_json, guarded
-from perfcast.cli._exec import run_command
 from perfcast.errors import InputError, close_matches
 from perfcast.suite import (
     ScenarioResult,
@@ -88,7 +87,7 @@ def suite(
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, disable=json_out) as bar:
         task = bar.add_task("scenarios", total=len(scenarios))
-        results = run_suite(scenarios, run_command, workers=workers or os.cpu_count() or 1,
+        results = run_suite(scenarios, workers=workers or os.cpu_count() or 1,
                             on_done=lambda r: bar.update(task, advance=1,
                                                          description=f"scenarios ({r.id})"))
     wall_s = time.perf_counter() - start
@@ -117,7 +116,7 @@ def run(
 ) -> None:
     """Run one scenario file: every variant, and whether each target metric was printed."""
     scenario = load_scenario(file)
-    result = run_scenario(scenario, run_command)
+    result = run_scenario(scenario)
     summary = suite_summary([result])["results"][0]
     if json_out:
         emit_json(summary)

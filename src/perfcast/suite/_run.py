@@ -1,5 +1,9 @@
-"""Run scenarios through a command executor and grade each by the SCENARIOS.md rule:
-supported when every target metric is printed, partial when some are, else unsupported."""
+"""Run scenarios and grade each by the SCENARIOS.md rule: supported when every target metric
+is printed, partial when some are, else unsupported.
+
+Each run of a scenario is a request (`perfcast.api.request_from_options`) answered by
+`perfcast.api.run`, the path every face takes, so a number the suite reports is the number
+`perfcast <command> ... --json` prints."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from importlib import resources
 from multiprocessing import get_context
 from typing import Any
 
+from perfcast.api import run_options
 from perfcast.errors import InputError
 from perfcast.suite._schema import Scenario, parse_scenario
 
@@ -18,8 +23,13 @@ __all__ = ["STATUSES", "Execute", "ScenarioResult", "TargetValue", "builtin_scen
            "grade", "run_scenario", "run_suite"]
 
 STATUSES = ("supported", "partial", "unsupported")
-# (command, options) -> the command's JSON payload; the CLI passes its in-process runner.
+# (command, options) -> the command's JSON payload; tests pass doubles.
 Execute = Callable[[str, Mapping[str, Any]], dict]
+
+
+def answer(command: str, options: Mapping[str, Any]) -> dict:
+    """The payload of the request `command` builds from a scenario run's options."""
+    return run_options(command, options).payload()
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ def grade(scenario: Scenario, payloads: Mapping[str, Mapping[str, Any] | None]
     return status, tuple(values)
 
 
-def run_scenario(scenario: Scenario, execute: Execute) -> ScenarioResult:
+def run_scenario(scenario: Scenario, execute: Execute = answer) -> ScenarioResult:
     """Run every variant of one scenario; a failing run is recorded, not raised."""
     start = time.perf_counter()
     payloads: dict[str, dict | None] = {}
@@ -101,7 +111,7 @@ def _run_one(args: tuple[Scenario, Execute]) -> ScenarioResult:
     return run_scenario(*args)
 
 
-def run_suite(scenarios: Iterable[Scenario], execute: Execute, workers: int = 1,
+def run_suite(scenarios: Iterable[Scenario], execute: Execute = answer, workers: int = 1,
               on_done: Callable[[ScenarioResult], None] | None = None
               ) -> list[ScenarioResult]:
     """Results in the scenarios' order. `exclusive` scenarios (they time this machine) run

@@ -1,22 +1,21 @@
-"""Running forecasts for the page: the same in-process `run_command` the suite uses, so
-the page shows exactly the numbers `perfcast <command> ... --json` prints."""
+"""Running forecasts for the page: each form is a request answered by `perfcast.api.run`,
+the path the CLI and the suite take, so the page shows exactly the numbers
+`perfcast <command> ... --json` prints."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from perfcast.cli._exec import run_command
+from perfcast.api import Result, run_options
 from perfcast.errors import InputError
 
 __all__ = ["Forecast", "forecast", "run_grid"]
 
-Run = Callable[[str, Mapping[str, Any]], dict]
+Run = Callable[[str, Mapping[str, Any]], Result]
 
 
 @dataclass(frozen=True)
@@ -29,19 +28,14 @@ class Forecast:
     requests: pd.DataFrame | None = None
 
 
-def forecast(command: str, options: Mapping[str, Any], run: Run = run_command) -> Forecast:
-    """Run one command. `serve` also writes its per-request table (`--out`) to a scratch
-    file, read back here: the JSON summary carries percentiles only."""
-    if command != "serve" or "out" in options:
-        return Forecast(command, dict(options), run(command, options))
-    with tempfile.TemporaryDirectory(prefix="perfcast-ui-") as tmp:
-        table = Path(tmp) / "requests.csv"
-        payload = run(command, {**options, "out": str(table)})
-        requests = pd.read_csv(table) if table.is_file() else None
-    return Forecast(command, dict(options), payload, requests)
+def forecast(command: str, options: Mapping[str, Any], run: Run = run_options) -> Forecast:
+    """Run one command: its payload and, for `serve`, its per-request table (the CDFs)."""
+    result = run(command, options)
+    requests = getattr(result, "requests", None) if command == "serve" else None
+    return Forecast(command, dict(options), result.payload(), requests)
 
 
-def run_grid(command: str, points: Sequence[Mapping[str, Any]], run: Run = run_command,
+def run_grid(command: str, points: Sequence[Mapping[str, Any]], run: Run = run_options,
              progress: Callable[[int, int], Any] | None = None
              ) -> list[tuple[dict[str, Any], dict | None, str | None]]:
     """Each point's (options, payload, None), or (options, None, message) when the command
@@ -50,7 +44,7 @@ def run_grid(command: str, points: Sequence[Mapping[str, Any]], run: Run = run_c
     results = []
     for done, options in enumerate(points, start=1):
         try:
-            results.append((dict(options), run(command, options), None))
+            results.append((dict(options), run(command, options).payload(), None))
         except InputError as exc:
             results.append((dict(options), None, str(exc)))
         if progress is not None:

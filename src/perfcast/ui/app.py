@@ -2,8 +2,8 @@
 
 Sidebar: task, model, hardware, plan, workload. Tabs: the forecast (metrics, breakdown,
 memory, serving CDFs), a small sweep, and the scenario as YAML and as a command line.
-Every number comes from `run_command`, the CLI's own `--json` path; bad input is shown
-as one line naming the field (`st.error`), never a traceback.
+Every number comes from `perfcast.api.run`, the path behind the CLI's `--json`; bad input is
+shown as one line naming the field (`st.error`), never a traceback.
 """
 
 from __future__ import annotations

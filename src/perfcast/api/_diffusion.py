@@ -1,0 +1,101 @@
+"""`diffusion`: text-to-image latency of a latent-diffusion pipeline on one GPU (text encoders
++ steps x UNet + VAE decode)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from perfcast import __version__
+from perfcast.api._base import Group, Request, register
+from perfcast.api._choices import KernelChoice
+from perfcast.compose import DiffusionForecast, Execution, forecast_diffusion
+from perfcast.errors import InputError
+from perfcast.kernels import ExecutionTimeModel
+from perfcast.specs import Cluster, DiffusionPipelineSpec, cluster_for, get_device, get_diffusion_model
+
+__all__ = ["DiffusionImage", "DiffusionRequest", "DiffusionResult", "DiffusionSampler",
+           "ResolvedDiffusion"]
+
+
+class DiffusionImage(Group):
+    """The images one call generates."""
+
+    resolution: int = Field(1024, description="Square image edge in pixels.")
+    height: int | None = Field(None, description="Image height (default: --resolution).")
+    width: int | None = Field(None, description="Image width (default: --resolution).")
+    batch: int = Field(1, description="Images generated together.")
+
+    def size(self) -> tuple[int, int]:
+        """(height, width) in pixels."""
+        return (self.height or self.resolution, self.width or self.resolution)
+
+
+class DiffusionSampler(Group):
+    """The denoising loop and its prompts."""
+
+    steps: int = Field(30, description="Denoising steps (UNet calls).")
+    guidance: bool = Field(True, description="Classifier-free guidance (UNet batch x2).")
+    negative_prompt: bool = Field(False, description="Encode a negative prompt (else SDXL "
+                                  "uses zero embeddings).")
+
+
+class DiffusionRequest(Request):
+    """Latency per image of a text-to-image call on one GPU."""
+
+    command = "diffusion"
+    model: str = Field("sdxl-base", description="Diffusion pipeline from the catalog.")
+    gpu: str | None = Field(None, description="Catalog GPU name (see `hardware list`).")
+    image: DiffusionImage = DiffusionImage()
+    sampler: DiffusionSampler = DiffusionSampler()
+    dtype: str = Field("fp16", description="fp16, bf16 or fp32.")
+    execution: Execution = Field(Execution.EAGER, description="Kernel launch mode.")
+    kernels: KernelChoice = KernelChoice()
+
+
+@dataclass(frozen=True)
+class ResolvedDiffusion:
+    request: DiffusionRequest
+    pipeline: DiffusionPipelineSpec
+    machines: Cluster
+    size: tuple[int, int]
+    time_model: ExecutionTimeModel
+    kernel_info: dict[str, Any]
+
+
+def resolve_diffusion(request: DiffusionRequest) -> ResolvedDiffusion:
+    if request.gpu is None:
+        raise InputError("gpu", "give --gpu", "see `perfcast hardware list`")
+    spec = get_diffusion_model(request.model)
+    box = cluster_for(get_device(request.gpu), 1)
+    time_model, info = request.kernels.resolve(box.device)
+    return ResolvedDiffusion(request, spec, box, request.image.size(), time_model, info)
+
+
+@dataclass(frozen=True)
+class DiffusionResult:
+    request: DiffusionRequest
+    inputs: dict[str, Any]
+    forecast: DiffusionForecast
+
+    def payload(self) -> dict[str, Any]:
+        return {"perfcast_version": __version__, "inputs": self.inputs,
+                **self.forecast.as_dict()}
+
+
+def execute_diffusion(r: ResolvedDiffusion) -> DiffusionResult:
+    req, s = r.request, r.request.sampler
+    fc = forecast_diffusion(r.pipeline, r.machines, steps=s.steps, resolution=r.size,
+                            batch=req.image.batch, guidance=s.guidance,
+                            negative_prompt=s.negative_prompt, dtype=req.dtype,
+                            execution=req.execution, time_model=r.time_model)
+    inputs = {"model": r.pipeline.name, "gpu": r.machines.device.name, "steps": s.steps,
+              "height_px": r.size[0], "width_px": r.size[1], "batch": req.image.batch,
+              "guidance": s.guidance, "negative_prompt": s.negative_prompt, "dtype": req.dtype,
+              "execution": str(req.execution), "kernel_model": r.kernel_info}
+    return DiffusionResult(req, inputs, fc)
+
+
+register(DiffusionRequest, resolve_diffusion, execute_diffusion)

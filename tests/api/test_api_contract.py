@@ -29,7 +29,7 @@ EXAMPLES = {
     "train": {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb", "num_gpus": 8, "zero": 3},
     "serve": {"num_requests": 20, "qps": 2.0},
     "collective": {"op": "allreduce", "num_gpus": 8, "bytes": "64MB", "gpu": "h100-sxm"},
-    "accel": {"arch": "eyeriss-like", "model": "resnet18"},
+    "accel": {"arch": "eyeriss-like", "model": "resnet50", "layer": "conv1"},
     "diffusion": {"gpu": "a100-sxm4-80gb", "steps": 2},
     "rag": {"gpu": "h100-sxm", "output_tokens": 8},
 }

@@ -3,8 +3,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from perfcast.api._collective import parse_bytes
 from perfcast.cli import app
-from perfcast.cli._collective import parse_bytes
 from perfcast.errors import InputError
 
 runner = CliRunner()

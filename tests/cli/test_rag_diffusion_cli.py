@@ -62,9 +62,9 @@ def test_rag_errors_are_one_line():
 
 
 def test_commands_take_plain_keyword_arguments(capsys):
-    diffusion(gpu="a100-sxm4-80gb", steps=3, kernel_model_name="roofline", json_out=True)
+    diffusion(gpu="a100-sxm4-80gb", steps=3, kernel_model="roofline", json_out=True)
     d = json.loads(capsys.readouterr().out)
-    rag(gpu="h100-sxm", index="ivf-flat", output_tokens=8, kernel_model_name="roofline",
+    rag(gpu="h100-sxm", index="ivf-flat", output_tokens=8, kernel_model="roofline",
         json_out=True)
     r = json.loads(capsys.readouterr().out)
     assert d["inputs"]["steps"] == 3 and r["inputs"]["index"]["kind"] == "ivf-flat"

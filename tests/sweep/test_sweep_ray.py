@@ -4,9 +4,9 @@ import time
 import pandas as pd
 import pytest
 
-from perfcast.cli._sweep import run_point
 from perfcast.errors import InputError
 from perfcast.sweep import choose_backend, expand_grid, run_sweep
+from perfcast.sweep._point import run_point
 
 POINTS = expand_grid({"command": "collective", "gpu": "h100"},
                      {"op": ["allreduce", "allgather"], "num_gpus": [2, 8, 16],

@@ -8,6 +8,14 @@ Every face (CLI, suite, sweep, capacity, UI, plots, validate) builds a request a
 `run`; `resolve` is the one place names and flags become specs and defaults are chosen.
 """
 
+from perfcast.api._accel import (
+    AccelMapper,
+    AccelModelResult,
+    AccelOutputs,
+    AccelRequest,
+    AccelWorkload,
+    ResolvedAccel,
+)
 from perfcast.api._base import (
     COMMANDS,
     Command,
@@ -22,6 +30,15 @@ from perfcast.api._base import (
     run,
     run_options,
 )
+from perfcast.api._capacity import (
+    CapacityCandidates,
+    CapacityProbes,
+    CapacityRequest,
+    CapacityResult,
+    CapacityTarget,
+    Parallelism,
+    ResolvedCapacity,
+)
 from perfcast.api._choices import (
     Hardware,
     KernelChoice,
@@ -31,6 +48,20 @@ from perfcast.api._choices import (
     kernel_model,
     machines_for,
 )
+from perfcast.api._collective import (
+    CollectiveHardware,
+    CollectiveRequest,
+    CollectiveResult,
+    ResolvedCollective,
+)
+from perfcast.api._cpu import CpuMeasurement, CpuRequest, CpuResult, CpuWorkload, ResolvedCpu
+from perfcast.api._diffusion import (
+    DiffusionImage,
+    DiffusionRequest,
+    DiffusionResult,
+    DiffusionSampler,
+    ResolvedDiffusion,
+)
 from perfcast.api._infer import (
     InferEngine,
     InferPlan,
@@ -38,6 +69,30 @@ from perfcast.api._infer import (
     InferResult,
     InferWorkload,
     ResolvedInfer,
+)
+from perfcast.api._rag import (
+    RagEngine,
+    RagIndex,
+    RagModels,
+    RagPlan,
+    RagRequest,
+    RagResult,
+    RagWorkload,
+    ResolvedRag,
+)
+from perfcast.api._serve import (
+    Colocation,
+    Disaggregation,
+    ResolvedServe,
+    ServeDeployment,
+    ServeEngine,
+    ServeModel,
+    ServeOutputs,
+    ServeRequest,
+    ServeResult,
+    ServeSlos,
+    ServeWorkload,
+    SpeculativeDecoding,
 )
 from perfcast.api._step import (
     ResolvedStep,
@@ -50,6 +105,24 @@ from perfcast.api._step import (
     StepResult,
     StepWorkload,
 )
+from perfcast.api._train import (
+    CNNTrainResult,
+    PlanSearch,
+    ResolvedCNNTrain,
+    ResolvedRLHF,
+    ResolvedTrain,
+    ResolvedTrainSweep,
+    RLHFOptions,
+    RLHFResult,
+    TrainKernels,
+    TrainOutputs,
+    TrainPlan,
+    TrainRecipe,
+    TrainRequest,
+    TrainResult,
+    TrainSweepResult,
+    TrainWorkload,
+)
 
 __all__ = [
     "COMMANDS", "Command", "Group", "Hardware", "InferEngine", "InferPlan", "InferRequest",
@@ -59,4 +132,18 @@ __all__ = [
     "run_options",
     "ResolvedStep", "StepEngine", "StepHardware", "StepOutputs", "StepPlan", "StepPrecision",
     "StepRequest", "StepResult", "StepWorkload",
+    "AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest", "AccelWorkload",
+    "CollectiveHardware", "CollectiveRequest", "CollectiveResult", "CpuMeasurement",
+    "CpuRequest", "CpuResult", "CpuWorkload", "DiffusionImage", "DiffusionRequest",
+    "DiffusionResult", "DiffusionSampler", "RagEngine", "RagIndex", "RagModels", "RagPlan",
+    "RagRequest", "RagResult", "RagWorkload", "ResolvedAccel", "ResolvedCollective",
+    "ResolvedCpu", "ResolvedDiffusion", "ResolvedRag",
+    "CapacityCandidates", "CapacityProbes", "CapacityRequest", "CapacityResult",
+    "CapacityTarget", "Colocation", "Disaggregation", "Parallelism", "ResolvedCapacity",
+    "ResolvedServe", "ServeDeployment", "ServeEngine", "ServeModel", "ServeOutputs",
+    "ServeRequest", "ServeResult", "ServeSlos", "ServeWorkload", "SpeculativeDecoding",
+    "CNNTrainResult", "PlanSearch", "RLHFOptions", "RLHFResult", "ResolvedCNNTrain",
+    "ResolvedRLHF", "ResolvedTrain", "ResolvedTrainSweep", "TrainKernels", "TrainOutputs",
+    "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult", "TrainSweepResult",
+    "TrainWorkload",
 ]

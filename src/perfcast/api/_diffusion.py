@@ -14,7 +14,13 @@ from perfcast.api._choices import KernelChoice
 from perfcast.compose import DiffusionForecast, Execution, forecast_diffusion
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.specs import Cluster, DiffusionPipelineSpec, cluster_for, get_device, get_diffusion_model
+from perfcast.specs import (
+    Cluster,
+    DiffusionPipelineSpec,
+    cluster_for,
+    get_device,
+    get_diffusion_model,
+)
 
 __all__ = ["DiffusionImage", "DiffusionRequest", "DiffusionResult", "DiffusionSampler",
            "ResolvedDiffusion"]

@@ -8,18 +8,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfcast import __version__
-from perfcast.api._choices import kernel_model
+from perfcast.api import DiffusionRequest, DiffusionResult, run
 from perfcast.cli._common import (
     CalibrationOption,
     JsonOption,
     KernelModelOption,
-    emit_json,
+    cli_options,
+    emit,
     guarded,
 )
-from perfcast.compose import DiffusionForecast, Execution, forecast_diffusion
-from perfcast.errors import InputError
-from perfcast.specs import cluster_for, get_device, get_diffusion_model
+from perfcast.compose import Execution
 
 __all__ = ["diffusion"]
 
@@ -44,31 +42,16 @@ def diffusion(
         help="Encode a negative prompt (else SDXL uses zero embeddings).")] = False,
     dtype: Annotated[str, typer.Option(help="fp16, bf16 or fp32.")] = "fp16",
     execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = Execution.EAGER,
-    kernel_model_name: KernelModelOption = "calibrated",
+    kernel_model: KernelModelOption = "calibrated",
     calibration: CalibrationOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Forecast latency per image: text encoders + steps x UNet + VAE decode."""
-    if gpu is None:
-        raise InputError("gpu", "give --gpu", "see `perfcast hardware list`")
-    spec = get_diffusion_model(model)
-    box = cluster_for(get_device(gpu), 1)
-    time_model, info = kernel_model(kernel_model_name, calibration, box.device)
-    size = (height or resolution, width or resolution)
-    fc = forecast_diffusion(spec, box, steps=steps, resolution=size, batch=batch,
-                            guidance=guidance, negative_prompt=negative_prompt, dtype=dtype,
-                            execution=execution, time_model=time_model)
-    inputs = {"model": spec.name, "gpu": box.device.name, "steps": steps,
-              "height_px": size[0], "width_px": size[1], "batch": batch, "guidance": guidance,
-              "negative_prompt": negative_prompt, "dtype": dtype, "execution": str(execution),
-              "kernel_model": info}
-    if json_out:
-        emit_json({"perfcast_version": __version__, "inputs": inputs, **fc.as_dict()})
-    else:
-        _print(fc, inputs)
+    emit(run(DiffusionRequest.from_options(cli_options(locals()))), json_out, _print)
 
 
-def _print(fc: DiffusionForecast, inputs: dict) -> None:
+def _print(result: DiffusionResult) -> None:
+    fc, inputs = result.forecast, result.inputs
     t = Table(title=f"{inputs['model']} on {inputs['gpu']}: {inputs['batch']} image(s) "
               f"{inputs['height_px']}x{inputs['width_px']}, {fc.steps} steps "
               f"(kernels: {inputs['kernel_model']['name']})")

@@ -1,21 +1,20 @@
 """`perfcast plot KIND --out FILE.png|.svg`: the report layer's pictures from the command
-line. Forecast kinds (roofline, breakdown, memory, pipeline) take the same model, hardware
-and plan options as `perfcast step/infer/train` and reuse their parsing; table kinds (cdf,
-throughput-latency, pareto) read a CSV or Parquet table (`perfcast serve --out`, a sweep)."""
+line. Forecast kinds (roofline, breakdown, memory, pipeline) take the options of
+`perfcast infer/train` (declared from their request types) and build those requests; table
+kinds (cdf, throughput-latency, pareto) read a CSV or Parquet table (`perfcast serve --out`, a
+sweep)."""
 
 from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 
-from perfcast.api._choices import kernel_model, machines_for
-from perfcast.api._choices import precision_spec as _precision
-from perfcast.api._infer import inference_plan as _plan
+from perfcast.api import InferRequest, Request, TrainRequest, TrainResult, resolve, run
 from perfcast.cli._common import guarded
-from perfcast.cli._train import _layout, _schedule
 from perfcast.errors import InputError
 
 __all__ = ["plot_app"]
@@ -29,46 +28,34 @@ ROOFLINE_MODES = ("forward", "training", "prefill", "decode")
 _P = inspect.Parameter
 
 
-def _opt(name: str, kind: Any, default: Any, help: str, flag: str | None = None) -> _P:
-    option = typer.Option(flag, help=help) if flag else typer.Option(help=help)
-    return _P(name, _P.KEYWORD_ONLY, annotation=Annotated[kind, option], default=default)
+def _opt(name: str, kind: Any, default: Any, help: str) -> _P:
+    return _P(name, _P.KEYWORD_ONLY, annotation=Annotated[kind, typer.Option(help=help)],
+              default=default)
+
+
+def _declare(request: type[Request], *names: str, skip: tuple[str, ...] = (),
+             prefix: str = "") -> list[_P]:
+    """The options of `request` named (an option, or a group field: all its options), as
+    typer parameters with the request's types, defaults and descriptions."""
+    paths = request.option_paths()
+    chosen = [o for n in names for o, (top, leaf) in paths.items()
+              if (o == n or top == n and leaf is not None) and o not in skip]
+    params = []
+    for option in chosen:
+        top, leaf = paths[option]
+        field = request.model_fields[top]
+        if leaf is not None:
+            field = field.annotation.model_fields[leaf]
+        default = field.get_default(call_default_factory=True)
+        params.append(_opt(option, field.annotation, default, prefix + (field.description or "")))
+    return params
 
 
 OUT = _opt("out", Path, _P.empty, "Figure file to write: .png or .svg (never overwritten).")
-HARDWARE = [
-    _opt("model", str | None, None, "Catalog model name or HF id."),
-    _opt("model_config", str | None, None, "Path to an HF config.json."),
-    _opt("gpu", str | None, None, "Catalog GPU (see `perfcast hardware list`)."),
-    _opt("cluster", str | None, None, "Cluster preset instead of --gpu."),
-    _opt("dtype", str, "bf16", "Activation and math dtype (train: bf16, fp16, fp32, fp8)."),
-    _opt("kernel_model_name", str, "calibrated", "calibrated or roofline.", "--kernel-model"),
-    _opt("calibration", str | None, None, "Extra calibration JSON from `perfcast calibrate`."),
-]
-TRAIN = [
-    _opt("num_gpus", int | None, None, "GPUs (= tp x pp x cp x dp)."),
-    _opt("tp", int, 1, "Tensor-parallel degree."),
-    _opt("pp", int, 1, "Pipeline stages."),
-    _opt("dp", int | None, None, "Data-parallel degree (default: fills --num-gpus)."),
-    _opt("ep", int, 1, "Expert-parallel degree (MoE)."),
-    _opt("cp", int, 1, "Context-parallel degree."),
-    _opt("sp", bool, False, "Megatron sequence parallelism."),
-    _opt("zero", int, 0, "ZeRO stage 0-3."),
-    _opt("schedule", str, "1f1b", "gpipe, 1f1b or interleaved-1f1b."),
-    _opt("virtual_stages", int, 1, "Model chunks per stage (interleaved-1f1b)."),
-    _opt("micro_batch", int, 1, "Sequences per micro-batch per DP rank."),
-    _opt("global_batch", int | None, None, "Sequences per iteration, all DP ranks."),
-    _opt("seq_len", int, 2048, "Tokens per sequence."),
-    _opt("recompute", str, "none", "none, selective or full."),
-    _opt("lora_rank", int | None, None, "LoRA rank on all linear layers."),
-    _opt("stack", str, "none", "Training software stack: none or llm-foundry."),
-]
-INFER = [
-    _opt("prompt_tokens", int, 512, "infer: prompt length per request."),
-    _opt("output_tokens", int, 128, "infer: generated tokens per request."),
-    _opt("batch", int, 1, "infer: requests run together (static batch)."),
-    _opt("weight_dtype", str | None, None, "infer: weight dtype, e.g. int4 (W4A16)."),
-    _opt("kv_dtype", str | None, None, "infer: KV-cache dtype."),
-]
+HARDWARE = _declare(InferRequest, "model", "hardware", "dtype", "kernels")
+TRAIN = _declare(TrainRequest, "plan", "workload", "recipe", "stack", skip=("dtype",))
+INFER = _declare(InferRequest, "workload", "weight_dtype", "kv_dtype", "engine",
+                 prefix="infer: ")
 COMPARE = [
     _opt("workload", str, "train", f"Which forecast: {', '.join(WORKLOADS)}."),
     _opt("vary", list[str] | None, None, "Side-by-side bars: OPTION=V1,V2,... (e.g. "
@@ -76,8 +63,7 @@ COMPARE = [
          "--vary, space-separated, to vary them together ('schedule=1f1b,interleaved-1f1b "
          "virtual-stages=1,2')."),
 ]
-_INTS = {"num_gpus", "tp", "pp", "dp", "ep", "cp", "zero", "virtual_stages", "micro_batch",
-         "global_batch", "seq_len", "lora_rank", "prompt_tokens", "output_tokens", "batch"}
+_TYPES = {p.name: get_args(p.annotation)[0] for p in [*HARDWARE, *TRAIN, *INFER]}
 
 
 def _with_options(*groups: list[_P]):
@@ -90,47 +76,20 @@ def _with_options(*groups: list[_P]):
     return wrap
 
 
-def _time_model(kw: dict):
-    """The kernel model of --kernel-model/--calibration (the other commands' parsing)."""
-    return kernel_model(kw["kernel_model_name"], kw["calibration"])[0]
+def _request(cls: type[Request], options: dict, **more: Any) -> Request:
+    """The `cls` request of the plot's options that `cls` takes."""
+    paths = cls.option_paths()
+    return cls.from_options({k: v for k, v in options.items() if k in paths}, **more)
 
 
-def _train_job(kw: dict):
-    """TrainJob and kernel model from train-style options (the `perfcast train` rules)."""
-    from perfcast.specs import ParallelPlan, get_model, parse_dtype
-    from perfcast.train import RECOMPUTE, TrainJob, stack_time_model, training_precision
-
-    if kw["recompute"] not in RECOMPUTE:
-        raise InputError("recompute", f"unknown {kw['recompute']!r}", RECOMPUTE)
-    if kw["stack"] != "none" and kw["kernel_model_name"] != "calibrated":
-        raise InputError("stack", "a stack profile scales the calibrated kernel model",
-                         "--stack none, or --kernel-model calibrated")
-    dp, gpus = _layout(kw["num_gpus"], kw["tp"], kw["pp"], kw["dp"], kw["cp"])
-    machines = machines_for(kw["gpu"], kw["cluster"], kw["num_gpus"] or gpus)
-    time_model = stack_time_model(kw["stack"], machines.device, _time_model(kw))
-    plan = ParallelPlan(tp=kw["tp"], pp=kw["pp"], dp=dp, ep=kw["ep"], cp=kw["cp"], sp=kw["sp"],
-                        zero_stage=kw["zero"], schedule=_schedule(kw["schedule"]),
-                        virtual_stages=kw["virtual_stages"])
-    job = TrainJob(model=get_model(kw["model"], kw["model_config"]), cluster=machines,
-                   plan=plan, seq_len=kw["seq_len"], micro_batch=kw["micro_batch"],
-                   global_batch=kw["global_batch"] or kw["micro_batch"] * dp,
-                   precision=training_precision(parse_dtype(kw["dtype"], "dtype")),
-                   recompute=kw["recompute"], lora_rank=kw["lora_rank"])
-    return job, time_model
-
-
-def _infer_forecast(kw: dict):
-    """InferenceForecast from infer-style options (the `perfcast infer` rules)."""
-    from perfcast.compose import forecast_inference
-    from perfcast.specs import get_model
-
-    plan = _plan(kw["tp"], kw["num_gpus"])
-    box = machines_for(kw["gpu"], kw["cluster"], plan.tp)
-    return forecast_inference(
-        get_model(kw["model"], kw["model_config"]), box, batch=kw["batch"],
-        prompt_tokens=kw["prompt_tokens"], output_tokens=kw["output_tokens"],
-        precision=_precision(kw["dtype"], kw["kv_dtype"], kw["weight_dtype"]), plan=plan,
-        time_model=_time_model(kw))
+def _train(options: dict) -> TrainResult:
+    """The `perfcast train` forecast of one LLM iteration; a plot draws plans that do not
+    fit in memory too."""
+    result = run(_request(TrainRequest, options, allow_oom=True))
+    if not isinstance(result, TrainResult):
+        raise InputError("model", f"{options['model']}: plots draw an LLM training iteration",
+                         "a transformer model")
+    return result
 
 
 _FIXED = ("vary", "workload", "out")
@@ -140,7 +99,6 @@ def _assignment(text: str, kw: dict) -> tuple[str, list]:
     """'name=v1,v2' -> (option name, parsed values)."""
     name, sep, values = text.partition("=")
     name = name.strip().replace("-", "_")
-    name = "kernel_model_name" if name == "kernel_model" else name
     if not sep or not values or name not in kw or name in _FIXED:
         raise InputError("vary", f"{text!r} is not OPTION=V1,V2,...",
                          sorted(k for k in kw if k not in _FIXED))
@@ -165,14 +123,14 @@ def _variants(kw: dict) -> dict[str, dict]:
 
 
 def _parse(name: str, value: str):
-    if name in _INTS:
-        try:
-            return int(value)
-        except ValueError:
-            raise InputError("vary", f"{name} takes integers, got {value!r}", "integers") from None
-    if name == "sp":
-        return value.lower() in ("1", "true", "yes", "on")
-    return value
+    """A --vary value as the option's declared type."""
+    kind = _TYPES.get(name, str)
+    try:
+        return TypeAdapter(kind).validate_python(value)
+    except ValidationError as exc:
+        allowed = kind.__name__ if isinstance(kind, type) else str(kind)
+        raise InputError("vary", f"{name}: {value!r} is not valid: {exc.errors()[0]['msg']}",
+                         allowed) from None
 
 
 def _forecasts(kw: dict) -> dict:
@@ -181,12 +139,9 @@ def _forecasts(kw: dict) -> dict:
     out = {}
     for label, options in _variants(kw).items():
         if kw["workload"] == "train":
-            from perfcast.train import forecast_training
-
-            job, time_model = _train_job(options)
-            fc = forecast_training(job, time_model=time_model)
+            fc = _train(options).forecast
         else:
-            fc = _infer_forecast(options)
+            fc = run(_request(InferRequest, options)).forecast
         out[label or (options["model"] or "model")] = fc
     return out
 
@@ -223,7 +178,7 @@ def roofline(
     """Kernels of one model step on a GPU against the device's roofline."""
     from perfcast.ops import Batch, eager_ops, step_ops
     from perfcast.report import roofline_figure
-    from perfcast.specs import ParallelPlan, Precision, get_device, get_model, parse_dtype
+    from perfcast.specs import Precision, parse_dtype
 
     _check_out(kw["out"])
     if mode not in ROOFLINE_MODES:
@@ -231,15 +186,16 @@ def roofline(
     if kw["gpu"] is None:
         raise InputError("gpu", "give --gpu (the roofline is one device's)",
                          "see `hardware list`")
-    spec, device = get_model(kw["model"], kw["model_config"]), get_device(kw["gpu"])
-    precision, plan = Precision.uniform(parse_dtype(kw["dtype"], "dtype")), ParallelPlan(tp=tp)
+    r = resolve(_request(InferRequest, kw, tp=tp))
+    spec, device, plan = r.model, r.machines.device, r.plan
+    precision = Precision.uniform(parse_dtype(kw["dtype"], "dtype"))
     if mode in ("prefill", "decode"):
         shape = Batch.prefill(batch, seq_len) if mode == "prefill" else Batch.decode(batch,
                                                                                      seq_len)
         ops = step_ops(spec, shape, precision, plan)
     else:
         ops = eager_ops(spec, batch, seq_len, mode, precision, plan, fused)
-    fig = roofline_figure(ops, device, _time_model(kw),
+    fig = roofline_figure(ops, device, r.time_model,
                           title=f"{spec.name} {mode} (batch {batch} x {seq_len}) on "
                                 f"{device.name}")
     _save(fig, kw["out"])
@@ -268,10 +224,7 @@ def memory(**kw: Any) -> None:
     forecasts = _forecasts(kw)
     capacity = None
     if kw["workload"] == "infer":
-        from perfcast.specs import get_cluster, get_device
-
-        device = get_device(kw["gpu"]) if kw["gpu"] else get_cluster(kw["cluster"], 1).device
-        capacity = device.hbm_capacity_bytes
+        capacity = resolve(_request(InferRequest, kw)).machines.device.hbm_capacity_bytes
     _save(memory_figure(forecasts, capacity_bytes=capacity), kw["out"])
 
 
@@ -280,11 +233,10 @@ def memory(**kw: Any) -> None:
 @_with_options([OUT], HARDWARE, TRAIN)
 def pipeline(**kw: Any) -> None:
     """The simulated pipeline schedule of one training iteration."""
-    from perfcast.report import pipeline_figure, training_schedule
+    from perfcast.report import pipeline_figure
 
     _check_out(kw["out"])
-    job, time_model = _train_job(kw)
-    _save(pipeline_figure(training_schedule(job, time_model=time_model)), kw["out"])
+    _save(pipeline_figure(_train(kw).schedule()), kw["out"])
 
 
 def read_table(path: Path, field: str):

@@ -8,26 +8,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfcast import __version__
-from perfcast.api._choices import kernel_model, machines_for
-from perfcast.api._choices import precision_spec as _precision
-from perfcast.api._infer import inference_plan as _plan
+from perfcast.api import RagRequest, RagResult, run
 from perfcast.cli._common import (
     CalibrationOption,
     HostOption,
     JsonOption,
     KernelModelOption,
-    emit_json,
+    cli_options,
+    emit,
     guarded,
 )
-from perfcast.compose import Execution, RAGForecast, forecast_rag
-from perfcast.errors import InputError
-from perfcast.ops import INDEX_KINDS, VectorIndex
-from perfcast.specs import cluster_for, get_device, get_model
+from perfcast.compose import Execution
+from perfcast.ops import INDEX_KINDS
 
 __all__ = ["rag"]
-
-SEARCH_DEVICES = ("gpu", "cpu")
 
 
 @guarded
@@ -63,44 +57,16 @@ def rag(
     embed_execution: Annotated[Execution, typer.Option(help="Embedder launch mode.")] = (
         Execution.EAGER),
     host: HostOption = "vllm-v0",
-    kernel_model_name: KernelModelOption = "calibrated",
+    kernel_model: KernelModelOption = "calibrated",
     calibration: CalibrationOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Forecast a RAG request's end-to-end latency: embed, search, prefill, decode."""
-    if search_device not in SEARCH_DEVICES:
-        raise InputError("search_device", f"unknown {search_device!r}", SEARCH_DEVICES)
-    generator, embedder = get_model(model), get_model(embed_model)
-    plan = _plan(tp, None)
-    box = machines_for(gpu, cluster, plan.tp)
-    search_box = None
-    if search_device == "cpu":
-        search_box = cluster_for(get_device(cpu), 1)
-        if search_box.device.kind != "cpu":
-            raise InputError("cpu", f"{search_box.device.name} is not a CPU",
-                             "a CPU target, e.g. epyc-9654")
-    vindex = VectorIndex(kind=index, vectors=index_vectors, dim=dim or embedder.hidden_size,
-                         dtype=vector_dtype, nlist=nlist, nprobe=nprobe, pq_bytes=pq_bytes)
-    time_model, info = kernel_model(kernel_model_name, calibration, box.device)
-    fc = forecast_rag(generator, embedder, box, vindex, search_cluster=search_box,
-                      query_tokens=query_tokens, top_k=top_k, chunk_tokens=chunk_tokens,
-                      output_tokens=output_tokens, precision=_precision(dtype, None, None),
-                      plan=plan, execution=execution, embed_execution=embed_execution,
-                      host=host, time_model=time_model)
-    inputs = {"model": generator.name, "embed_model": embedder.name, "gpu": box.device.name,
-              "tp": plan.tp, "query_tokens": query_tokens, "top_k": top_k,
-              "chunk_tokens": chunk_tokens, "output_tokens": output_tokens,
-              "index": {"kind": vindex.kind, "vectors": vindex.vectors, "dim": vindex.dim,
-                        "vector_dtype": vindex.dtype, "nlist": vindex.nlist,
-                        "nprobe": vindex.nprobe, "pq_bytes": vindex.pq_bytes},
-              "search_device": fc.search_device, "dtype": dtype, "kernel_model": info}
-    if json_out:
-        emit_json({"perfcast_version": __version__, "inputs": inputs, **fc.as_dict()})
-    else:
-        _print(fc, inputs)
+    emit(run(RagRequest.from_options(cli_options(locals()))), json_out, _print)
 
 
-def _print(fc: RAGForecast, inputs: dict) -> None:
+def _print(result: RagResult) -> None:
+    fc, inputs = result.forecast, result.inputs
     ix = inputs["index"]
     t = Table(title=f"RAG: {inputs['embed_model']} -> {ix['kind']} index of {ix['vectors']:,} "
               f"x {ix['dim']} on {fc.search_device} -> {inputs['model']} on {inputs['tp']}x "

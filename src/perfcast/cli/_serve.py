@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -11,44 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from perfcast import __version__
-from perfcast.api._choices import precision_spec as _precision
-from perfcast.cli._common import JsonOption, emit_json, guarded
-from perfcast.errors import InputError
-from perfcast.serve import (
-    ServeConfig,
-    make_workload,
-    simulate,
-    simulate_colocated,
-    simulate_disaggregated,
-)
+from perfcast.api import ServeRequest, ServeResult, run
+from perfcast.cli._common import JsonOption, cli_options, emit, guarded
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 
 console = Console()
-
-
-def _pair(text: str | None, field: str) -> int | tuple[float | int, ...] | None:
-    """'512' -> 512; '128,2048' -> (128, 2048) for uniform/zipf lengths."""
-    if text is None:
-        return None
-    try:
-        parts = [float(p) for p in text.split(",")]
-    except ValueError:
-        raise InputError(field, f"not a number or pair: {text!r}", "N or LO,HI") from None
-    if len(parts) == 1 and parts[0].is_integer():
-        return int(parts[0])
-    if len(parts) == 2:  # integers stay integers (uniform bounds, zipf's max)
-        return tuple(int(p) if p.is_integer() else p for p in parts)
-    raise InputError(field, f"not a number or pair: {text!r}", "N or LO,HI")
-
-
-def _outputs(out: Path | None, trace_out: Path | None) -> None:
-    for field, path in (("out", out), ("trace_out", trace_out)):
-        if path is not None and path.exists():
-            raise InputError(field, f"{path} exists; perfcast never overwrites a file",
-                             "a new path")
-    if out is not None and out.suffix not in (".csv", ".parquet"):
-        raise InputError("out", f"unknown format {out.suffix!r}", [".csv", ".parquet"])
 
 
 @guarded
@@ -153,126 +119,18 @@ def serve(
                            ] = DEFAULT_EXPERT_SKEW,
 ) -> None:
     """TTFT, TPOT, E2E (mean/P50/P90/P99), throughput, goodput, preemptions and KV use."""
-    _outputs(out, trace_out)
-    if arrival is None:
-        arrival = "closed_loop" if concurrency is not None else "poisson"
-    if (ttft_slo is None) != (tpot_slo is None):
-        raise InputError("ttft_slo", "give both --ttft-slo and --tpot-slo for goodput",
-                         "both or neither")
-    gpu_name = gpu if gpu or cluster else "a100-sxm4-80gb"
-    config = ServeConfig(
-        model=model, gpu=gpu_name, cluster=cluster, tp=tp, pp=pp, replicas=replicas,
-        scheduler=scheduler, router=router, max_batch=max_batch,
-        max_batch_tokens=max_batch_tokens, chunk_size=chunk_size, block_size=block_size,
-        preemption=preemption, gpu_memory_utilization=gpu_memory_utilization,
-        host_overlap=host_overlap, allreduce=allreduce, prefix_caching=prefix_cache,
-        spec_k=spec_k, spec_draft_model=spec_draft_model, spec_draft_gpu=spec_draft_gpu,
-        spec_acceptance=_rates(spec_acceptance), ep=ep, attention_dp=attention_dp,
-        expert_skew=expert_skew,
-        precision=_precision(dtype, kv_dtype, weight_dtype, activation_quant))
-    defaults = {"fixed": (512, 128)}.get(lengths, (None, None))
+    emit(run(ServeRequest.from_options(cli_options(locals()))), json_out, _print)
 
-    def make(seed: int):
-        return make_workload(
-            num_requests, arrival=arrival, qps=qps, cv=cv, concurrency=concurrency,
-            lengths=lengths, prompt_tokens=_pair(prompt_tokens, "prompt_tokens") or defaults[0],
-            output_tokens=_pair(output_tokens, "output_tokens") or defaults[1], trace=trace,
-            csv=csv, system_prompt_tokens=system_prompt_tokens, prompt_groups=prompt_groups,
-            turns=turns, think_s=think_s, seed=seed)
 
-    workload = make(seed)
-    if colocate:
-        summary = _colocated(config, colocate, colocate_sharing, make, seed,
-                             (ttft_slo, tpot_slo))
-        emit_json({"perfcast_version": __version__, **summary}) if json_out else \
-            console.print_json(json.dumps(summary))
+def _print(result: ServeResult) -> None:
+    """Co-located and disaggregated runs as their JSON summary; one deployment as tables."""
+    if result.mode != "single":
+        console.print_json(json.dumps({"inputs": result.inputs, **result.metrics}))
         return
-    if disagg_prefill is not None or disagg_decode is not None:
-        summary = _disaggregated(config, workload, disagg_prefill, disagg_decode, seed,
-                                 (ttft_slo, tpot_slo), out, trace_out)
-        emit_json({"perfcast_version": __version__, **summary}) if json_out else \
-            console.print_json(json.dumps(summary))
-        return
-    result = simulate(config, workload, seed=seed, timeline=trace_out is not None)
-    summary = result.summary(ttft_slo, tpot_slo) | _kv_capacity(result, config.block_size)
-    if out is not None:
-        (result.to_csv if out.suffix == ".csv" else result.to_parquet)(out)
-    if trace_out is not None:
-        trace_out.write_text(json.dumps(result.chrome_trace()))
-    inputs = {"model": config.model if isinstance(config.model, str) else config.model.name,
-              "gpu": gpu_name, "cluster": cluster, "tp": tp, "pp": pp, "replicas": replicas,
-              "scheduler": scheduler, "router": router, "arrival": arrival, "qps": qps,
-              "concurrency": concurrency, "num_requests": num_requests, "lengths": lengths,
-              "seed": seed, "prefix_cache": prefix_cache,
-              "system_prompt_tokens": system_prompt_tokens, "turns": turns,
-              "ep": ep, "attention_dp": attention_dp, "expert_skew": expert_skew}
-    if json_out:
-        emit_json({"perfcast_version": __version__, "inputs": inputs, **summary})
-    else:
-        _print(summary, inputs)
+    _print_tables(result.metrics, result.inputs)
 
 
-def _kv_capacity(result, block_size: int) -> dict:
-    """KV capacity in tokens per replica, and how many sequences of this workload's mean
-    length (prompt + output) fit in it at once (vLLM logs the same "maximum concurrency")."""
-    r = result.requests
-    mean_tokens = float((r["prompt_tokens"] + r["output_tokens"]).mean())
-    blocks_per_seq = max(1, math.ceil(mean_tokens / block_size))
-    return {"kv_capacity_tokens": result.kv_blocks * block_size,
-            "max_concurrent_seqs": result.kv_blocks // blocks_per_seq}
-
-
-def _colocated(config: ServeConfig, others: list[str], sharing: str, make, seed: int,
-               slos: tuple) -> dict:
-    """The first model and `others` on the same GPUs, each beside its dedicated run."""
-    configs = [config] + [ServeConfig(**(config.model_dump() | {"model": m})) for m in others]
-    loads = [make(seed + i) for i in range(len(configs))]
-    results = simulate_colocated(configs, loads, sharing=sharing, seed=seed)
-    models = []
-    for c, w, r in zip(configs, loads, results, strict=True):
-        alone = simulate(c, w, seed=seed).summary(*slos)
-        models.append({"model": c.model_spec.name, **r.summary(*slos),
-                       "dedicated": {k: alone[k] for k in ("ttft_s", "tpot_s", "e2e_s",
-                                                           "throughput_req_s", "kv_blocks")}})
-    return {"inputs": {"sharing": sharing, "models": [m["model"] for m in models]},
-            "models": models}
-
-
-def _pool(text: str | None, field: str) -> tuple[int, int]:
-    """'2x4' -> (replicas 2, tp 4)."""
-    parts = (text or "").lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise InputError(field, f"expected REPLICASxTP such as 2x4, got {text!r}", "e.g. 2x4")
-    return int(parts[0]), int(parts[1])
-
-
-def _disaggregated(config: ServeConfig, workload, prefill: str | None, decode: str | None,
-                   seed: int, slos: tuple, out: Path | None, trace_out: Path | None) -> dict:
-    """Prefill and decode pools built from `config` (model, GPU, scheduler, ...)."""
-    if trace_out is not None:
-        raise InputError("trace_out", "is not available for disaggregated runs yet", "omit it")
-    pools = []
-    for text, field in ((prefill, "disagg_prefill"), (decode, "disagg_decode")):
-        replicas, tp = _pool(text, field)
-        pools.append(ServeConfig(**(config.model_dump() | {"replicas": replicas, "tp": tp})))
-    result = simulate_disaggregated(pools[0], pools[1], workload, seed=seed)
-    if out is not None:
-        write = result.requests.to_csv if out.suffix == ".csv" else result.requests.to_parquet
-        write(out, index=False)
-    return {"inputs": {"disagg_prefill": prefill, "disagg_decode": decode, "seed": seed},
-            **result.summary(*slos)}
-
-
-def _rates(text: str) -> float | tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise InputError("spec_acceptance", f"not a rate or comma-separated rates: {text!r}",
-                         "e.g. 0.7 or 0.9,0.8,0.6") from None
-    return values[0] if len(values) == 1 else values
-
-
-def _print(s: dict, inputs: dict) -> None:
+def _print_tables(s: dict, inputs: dict) -> None:
     t = Table(title=f"{inputs['model']}: {inputs['replicas']} x (TP{inputs['tp']} PP"
               f"{inputs['pp']}) {inputs['gpu'] or inputs['cluster']}, {inputs['scheduler']}, "
               f"{s['num_requests']} requests")

@@ -2,8 +2,9 @@
 
 `sweep` runs a command over a grid of its options (resumable, Parquet results), `query` runs
 DuckDB SQL over those results, `capacity` finds the cheapest serving deployment meeting
-latency SLOs (scenario X15). The engines live in `perfcast.sweep`; this module gives them a
-point function that runs a perfcast command in process, as `perfcast <command> --json` would.
+latency SLOs (scenario X15). The sweep engine lives in `perfcast.sweep`; this module gives it
+the point function of `perfcast.sweep._point` (the point's request through `perfcast.api.run`:
+the payload `perfcast <command> --json` prints). Capacity is a request of its own.
 """
 
 from __future__ import annotations
@@ -20,21 +21,18 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast import __version__
-from perfcast.cli._common import JsonOption, emit_json, guarded
-from perfcast.cli._exec import COMMANDS, command_options, run_command
+from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for, run
+from perfcast.cli._common import JsonOption, cli_options, emit, emit_json, guarded
 from perfcast.errors import InputError, close_matches
-from perfcast.specs import get_device
 from perfcast.sweep import (
     PARTS_DIR,
     RESULTS_FILE,
-    Slo,
-    capacity_search,
     choose_backend,
     expand_grid,
-    gpu_prices,
     parse_assignment,
     run_sweep,
 )
+from perfcast.sweep._point import run_point
 
 __all__ = ["capacity", "query", "run_point", "sweep"]
 
@@ -52,14 +50,8 @@ DEFAULT_METRICS = {
 SHOWN_ROWS = 40
 
 
-def run_point(point: dict[str, Any]) -> dict[str, Any]:
-    """A sweep point `{"command": ..., **options}` -> that command's `--json` payload."""
-    options = dict(point)
-    return run_command(options.pop("command"), options)
-
-
 def _check_names(command: str, options: dict[str, Any], field: str) -> None:
-    known = command_options(command)
+    known = command_for(command).request.option_types()
     for name in options:
         if name not in known:
             hint = close_matches(name, known)
@@ -243,34 +235,8 @@ def query(
         _print_frame(frame, f"{len(frame)} rows")
 
 
-def _candidates(gpu: str, tp: str) -> list[tuple[str, int]]:
-    gpus = [get_device(name.strip()).name for name in gpu.split(",") if name.strip()]
-    try:
-        tps = [int(t) for t in tp.split(",") if t.strip()]
-    except ValueError:
-        raise InputError("tp", f"not a list of integers: {tp!r}", "e.g. 2,4,8") from None
-    if not gpus or not tps or min(tps) < 1:
-        raise InputError("gpu" if not gpus else "tp", "empty or invalid list",
-                         "comma-separated GPU names and TP degrees >= 1")
-    return [(g, t) for g in dict.fromkeys(gpus) for t in dict.fromkeys(tps)]
-
-
-_CAPACITY_OWN = {"model", "gpu", "cluster", "tp", "qps", "replicas", "num_requests", "seed"}
-
-
-def _capacity_base(model: str, num_requests: int, seed: int, sets: list[str]
-                   ) -> dict[str, Any]:
-    extra = dict(parse_assignment(text, "set", many=False) for text in sets)
-    _check_names("serve", extra, "set")
-    clash = sorted(_CAPACITY_OWN & set(extra))
-    if clash:
-        raise InputError(f"set.{clash[0]}", "capacity sets this option itself",
-                         "other `perfcast serve` options")
-    return {"command": "serve", "model": model, "num_requests": num_requests, "seed": seed,
-            **extra}
-
-
-def _print_capacity(result: dict[str, Any]) -> None:
+def _print_capacity(capacity: CapacityResult) -> None:
+    result = capacity.payload()
     front = {i: [] for i in range(len(result["candidates"]))}
     for latency, indices in result["pareto"].items():
         for i in indices:
@@ -324,7 +290,7 @@ def capacity(
     seed: Annotated[int, typer.Option(help="Workload seed of every probe.")] = 0,
     qps_step: Annotated[float, typer.Option(
         help="Relative resolution of the max-QPS bisection (0.05: rates 5% apart).")] = 0.05,
-    sets: Annotated[list[str] | None, typer.Option(
+    set: Annotated[list[str] | None, typer.Option(
         "--set", help="Another `perfcast serve` option for every probe, NAME=VALUE "
         "(e.g. lengths=trace, trace=arxiv, scheduler=sarathi).")] = None,
     workers: Annotated[int | None, typer.Option(
@@ -333,14 +299,4 @@ def capacity(
     json_out: JsonOption = False,
 ) -> None:
     """Cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target QPS (X15)."""
-    if num_requests < 1:
-        raise InputError("num_requests", f"{num_requests} requests", "an integer >= 1")
-    base = _capacity_base(model, num_requests, seed, sets or [])
-    result = capacity_search(run_point, base, _candidates(gpu, tp), qps,
-                             Slo(ttft_p99_slo, tpot_p99_slo), gpu_prices(prices),
-                             qps_step=qps_step, backend=choose_backend(ray), workers=workers)
-    result = {"model": model, "num_requests": num_requests, "seed": seed, **result}
-    if json_out:
-        emit_json({"perfcast_version": __version__, **result})
-    else:
-        _print_capacity(result)
+    emit(run(CapacityRequest.from_options(cli_options(locals()))), json_out, _print_capacity)

@@ -1,40 +1,17 @@
-"""`perfcast train --model resnet50 ...`: data-parallel training of a torchvision ResNet."""
+"""`perfcast train --model resnet50 ...`: the table of a ResNet's data-parallel iteration."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
-from perfcast import __version__
-from perfcast.cli._common import emit_json
-from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel
-from perfcast.specs import Cluster
-from perfcast.train import CNNTrainForecast, forecast_cnn_training
+from perfcast.api import CNNTrainResult
 
-__all__ = ["train_cnn"]
+__all__ = ["print_cnn"]
 
 
-def train_cnn(model: str, machines: Cluster, num_gpus: int, micro_batch: int,
-              global_batch: int | None, dtype: str, time_model: ExecutionTimeModel,
-              info: dict, transformer_only: dict, json_out: bool) -> None:
-    """Forecast and print one DDP iteration; flags only transformers take are refused."""
-    for flag, (value, default) in transformer_only.items():
-        if value != default:
-            raise InputError(flag, f"{model} trains data-parallel only (PyTorch DDP)",
-                             f"{default!r} (the default) for a CNN")
-    fc = forecast_cnn_training(model, machines, num_gpus, micro_batch, global_batch, dtype,
-                               time_model)
-    inputs = {"model": model, "gpu": machines.device.name, "num_gpus": num_gpus,
-              "micro_batch": micro_batch, "global_batch": global_batch or micro_batch
-              * num_gpus, "dtype": dtype, "kernel_model": info}
-    if json_out:
-        emit_json({"perfcast_version": __version__, "inputs": inputs, **fc.as_dict()})
-        return
-    _print(fc, inputs)
-
-
-def _print(fc: CNNTrainForecast, inputs: dict) -> None:
+def print_cnn(result: CNNTrainResult) -> None:
+    fc, inputs = result.forecast, result.inputs
     t = Table(title=f"{fc.model} DDP on {fc.num_gpus}x {inputs['gpu']} "
               f"({inputs['micro_batch']} images per GPU per pass, {inputs['dtype']})")
     t.add_column("metric")

@@ -1,4 +1,8 @@
-"""`perfcast validate kernels`: held-out per-kernel accuracy, three methods side by side."""
+"""`perfcast validate`: accuracy against real measurements, each check beside its baselines.
+
+The checks live in `perfcast.validate` (`*_report` functions returning a ValidationReport);
+each command here parses its flags, calls one and prints its tables or its JSON.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,31 @@ from rich.console import Console
 from rich.table import Table
 
 from perfcast.cli._common import emit_json, guarded
-from perfcast.errors import InputError
-from perfcast.measure import load_store
-from perfcast.validate import TARGETS, summarise, validate_kernels
+from perfcast.validate import (
+    KERNEL_CHECK_SPLITS,
+    MODEL_TARGET_MAPE,
+    SERVING_TARGETS,
+    TARGETS,
+    TRAINING_TARGET_MAPE,
+    ValidationReport,
+    check_out_dir,
+    collectives_report,
+    kernels_report,
+    models_report,
+    serving_report,
+    training_report,
+)
 
 validate_app = typer.Typer(help="Accuracy against real measurements.", no_args_is_help=True)
 console = Console(stderr=True)
-SPLITS = ["generation", "neusight", "loo:aiconfigurator", "loo:neusight", "loo:vidur"]
-BY_CHOICES = ("family", "dtype")
+
+
+def _emit(report: ValidationReport, json_out: bool, printer) -> None:
+    """`--json`: the report's payload; else the command's tables (on stdout)."""
+    if json_out:
+        emit_json(report.payload())
+    else:
+        printer(report, Console())
 
 
 def _table(rows, title: str) -> Table:
@@ -38,59 +59,11 @@ def _table(rows, title: str) -> Table:
     return table
 
 
-def _md_table(frame) -> str:
-    """A DataFrame as a GitHub Markdown table (floats to 4 places)."""
-    cols = [str(c) for c in frame.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in frame.itertuples(index=False):
-        cells = [f"{v:.4f}" if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _wide(rows):
-    wide = rows.pivot_table(index=["split", "device", "group", "n"], columns="method",
-                            values=["mape", "p90_ape"])
-    wide.columns = [f"{method} {stat}" for stat, method in wide.columns]
-    return wide.reset_index()
-
-
-def _markdown(rows, summary) -> str:
-    sub = rows["group"].str.contains("/", regex=False)
-    lines = ["# perfcast validate kernels", "",
-             f"Targets: cross-generation median MAPE over families <= "
-             f"{TARGETS['cross_generation_median_mape']:.0%} (splits generation, neusight); "
-             f"target-measured <= {TARGETS['target_measured_mape']:.0%}.", "",
-             "## Summary", "", "Median and pooled over kernel families (moe included; "
-             "sub-groups left out, their rows are in their family).", "",
-             _md_table(summary), "",
-             "## MAPE and P90 APE per device and family", "", _md_table(_wide(rows[~sub])), ""]
-    if sub.any():
-        lines += ["## Sub-groups: MLA, quantised dtypes, MoE routing", "",
-                  "`<family>/mla`: DeepSeek MLA attention; `<family>/<scheme>`: fp8, fp8_block, "
-                  "fp4 (NVFP4), w-int4 / w-int8 (weight-only), int8 (SmoothQuant), `/kv-fp8` "
-                  "(FP8 KV cache), `moe/<act>-w-<weights>` (mixed MoE), `moe/<distribution>` "
-                  "(routing skew).", "", _md_table(_wide(rows[sub])), ""]
-    return "\n".join(lines)
-
-
-def _check_out(out: Path | None) -> None:
-    """--out must be a directory (or not exist yet): nothing the user has is overwritten."""
-    if out is not None and out.exists() and not out.is_dir():
-        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
-
-
-def _check_choices(field: str, values, allowed, context: str = "") -> None:
-    for value in values:
-        if value not in allowed:
-            raise InputError(field, f"unknown {field} {value!r}{context}", allowed)
-
-
 @validate_app.command("kernels")
 @guarded
 def kernels(
-    split: Annotated[list[str] | None, typer.Option(help=f"Splits to run: {', '.join(SPLITS)}."
-                                                     )] = None,
+    split: Annotated[list[str] | None, typer.Option(
+        help=f"Splits to run: {', '.join(KERNEL_CHECK_SPLITS)}.")] = None,
     quick: Annotated[bool, typer.Option(help="Subsample rows (a CI-sized run).")] = False,
     train_rows: Annotated[int | None, typer.Option(
         help="Fit rows per device x family x dtype (default 2000; --quick 400).")] = None,
@@ -106,32 +79,15 @@ def kernels(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured."""
-    chosen = split or ["generation", "neusight"]
-    if by not in BY_CHOICES:
-        raise InputError("by", f"unknown grouping {by!r}", list(BY_CHOICES))
-    _check_choices("split", chosen, SPLITS)
-    _check_out(out)
-    for name, value in (("train_rows", train_rows), ("test_rows", test_rows)):
-        if value is not None and value < 10:
-            raise InputError(name, f"must be >= 10, got {value}", ">= 10")
-    train = train_rows or (400 if quick else 2000)
-    test = test_rows or (300 if quick else None)
-    rows = validate_kernels(load_store(), chosen, train_per_group=train, test_per_group=test,
-                            seed=seed, by=by,
+    report = kernels_report(split, quick, train_rows, test_rows, out, seed, by,
                             progress=lambda msg: console.print(f"[dim]fit/test {msg}[/dim]"))
-    summary = summarise(rows)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(out / "kernels.csv", index=False)
-        (out / "kernels.md").write_text(_markdown(rows, summary))
-    if json_out:
-        emit_json({"rows": rows.to_dict("records"), "summary": summary.to_dict("records"),
-                   "targets": TARGETS})
-        return
-    out_console = Console()
-    out_console.print(_table(rows, "Per-kernel MAPE on held-out devices"))
-    out_console.print(summary.round(4).to_string(index=False))
-    out_console.print(f"targets: {TARGETS}")
+    _emit(report, json_out, _print_kernels)
+
+
+def _print_kernels(report: ValidationReport, out: Console) -> None:
+    out.print(_table(report.rows, "Per-kernel MAPE on held-out devices"))
+    out.print(report.extras["summary"].round(4).to_string(index=False))
+    out.print(f"targets: {TARGETS}")
 
 
 def _models_table(rows) -> Table:
@@ -161,64 +117,18 @@ def models_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Whole-model forecasts against measured model times, beside the baselines."""
-    from perfcast.validate import MODEL_TARGET_MAPE, validate_models
+    _emit(models_report(out, per_op), json_out, _print_models)
 
-    _check_out(out)
-    rows, forecasts = validate_models(per_op=per_op)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(out / "models.csv", index=False)
-        forecasts.to_csv(out / "model_forecasts.csv", index=False)
-        (out / "models.md").write_text(_models_markdown(rows, MODEL_TARGET_MAPE))
-    if json_out:
-        emit_json({"rows": rows.to_dict("records"), "target_mape": MODEL_TARGET_MAPE})
-        return
-    out_console = Console()
-    out_console.print(_models_table(rows))
+
+def _print_models(report: ValidationReport, out: Console) -> None:
+    rows = report.rows
+    out.print(_models_table(rows))
     op = rows[rows["split"] == "per_op"]
     if not op.empty:
         wide = op.pivot_table(index="group", columns="method", values="mape")
-        out_console.print("per-op (kernel families in one layer, mean over devices):")
-        out_console.print(wide.round(3).to_string())
-    out_console.print(f"target: <= {MODEL_TARGET_MAPE:.0%} MAPE on every device")
-
-
-def _models_markdown(rows, target: float) -> str:
-    e2e = rows[rows["split"] == "models"]
-    wide = e2e.pivot_table(index=["device", "group", "n"], columns="method", values="mape")
-    wide = wide.reset_index()
-    cover = e2e.dropna(subset=["coverage_90"])[["device", "group", "coverage_90"]]
-    op = rows[rows["split"] == "per_op"].pivot_table(index=["device", "group"],
-                                                     columns="method", values="mape")
-    return "\n".join([
-        "# perfcast validate models", "",
-        f"Target: <= {target:.0%} MAPE on every device. Labels: NeuSight's measured FP32 "
-        "eager PyTorch model times (validate/data/README.md); nothing is fitted to them.", "",
-        "## Whole-model MAPE", "", _md_table(wide), "",
-        "## 90% interval coverage (perfcast tier)", "", _md_table(cover), "",
-        "## Per-op: kernel families inside one layer (MAPE against the traces)", "",
-        _md_table(op.reset_index()), ""])
-
-
-SERVING_METHODS = ("perfcast", "sum_of_kernels", "roofline")
-
-
-DISAGG_METHODS = ("perfcast", "roofline")
-
-
-def _serving_callable(method: str, mode: str = "agg"):
-    """agg: the serve engine (perfcast) or one-step analytic baselines; disagg: both pools
-    simulated, with perfcast's kernel model or with the plain roofline."""
-    from functools import partial
-
-    from perfcast.kernels import RooflineModel
-    from perfcast.validate import analytic_point, disagg_point, engine_point
-
-    if mode == "disagg":
-        return {"perfcast": disagg_point,
-                "roofline": partial(disagg_point, time_model=RooflineModel())}[method]
-    return {"perfcast": engine_point, "sum_of_kernels": analytic_point,
-            "roofline": partial(analytic_point, time_model=RooflineModel())}[method]
+        out.print("per-op (kernel families in one layer, mean over devices):")
+        out.print(wide.round(3).to_string())
+    out.print(f"target: <= {MODEL_TARGET_MAPE:.0%} MAPE on every device")
 
 
 @validate_app.command("serving")
@@ -245,75 +155,17 @@ def serving_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Median and P90 APE of TTFT and of TPOT against measured serving benchmarks."""
-    import pandas as pd
-
-    from perfcast.validate import (
-        SERVING_TARGETS,
-        load_disagg_points,
-        load_serving_points,
-        sample_serving_points,
-        validate_serving,
-    )
-
-    if mode not in ("agg", "disagg"):
-        raise InputError("mode", f"unknown {mode!r}", ("agg", "disagg"))
-    allowed = DISAGG_METHODS if mode == "disagg" else SERVING_METHODS
-    methods = method or list(allowed)
-    _check_choices("method", methods, allowed, f" for --mode {mode}")
-    if points_per_group is not None and points_per_group < 1:
-        raise InputError("points_per_group", f"must be >= 1, got {points_per_group}", ">= 1")
-    _check_out(out)
-    for name, value in (("seed", seed), ("exclude_seed", exclude_seed)):
-        if value is not None and value < 0:
-            raise InputError(name, f"must be >= 0, got {value}", ">= 0")
-    points = load_disagg_points() if mode == "disagg" else load_serving_points()
-    if arch not in ("dense", "moe", "all"):
-        raise InputError("arch", f"unknown {arch!r}", ("dense", "moe", "all"))
-    if arch != "all":
-        points = points[points["arch"] == arch]
-    if exclude_seed is not None:
-        if points_per_group is None:
-            raise InputError("exclude_seed", "needs --points-per-group (the sample to leave "
-                             "out)", "with --points-per-group")
-        seen = sample_serving_points(points, points_per_group, exclude_seed)["point_id"]
-        points = points[~points["point_id"].isin(seen)]
-    points = sample_serving_points(points, points_per_group, seed)
-    parts = [validate_serving(_serving_callable(m, mode), points, method=m, by=by)
-             for m in methods]
-    rows = pd.concat(parts, ignore_index=True)
-    # points a method refused (InputError: e.g. the deployment does not fit in memory)
-    skipped = [{"method": m, "point_id": pid, "reason": why}
-               for m, part in zip(methods, parts, strict=True)
-               for pid, why in part.attrs["skipped"]]
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(out / "serving.csv", index=False)
-        (out / "serving.md").write_text("\n".join([
-            "# perfcast validate serving", "",
-            f"Targets: median APE TTFT <= {SERVING_TARGETS['ttft']:.0%}, TPOT <= "
-            f"{SERVING_TARGETS['tpot']:.0%}. Points: AIConfigurator silicon_sample_dev "
-            f"(validate/data/README.md), {len(points)} of them (sample seed {seed}"
-            + ("" if exclude_seed is None else f", without seed {exclude_seed}'s points")
-            + ("" if arch == "all" else f", {arch} models only")
-            + (", disaggregated" if mode == "disagg" else "")
-            + ").", "",
-            _md_table(rows), "",
-            *[f"- skipped ({k['method']}) {k['point_id']}: {k['reason']}" for k in skipped],
-            ""]))
-    if json_out:
-        emit_json({"rows": rows.to_dict("records"), "targets": SERVING_TARGETS,
-                   "skipped": skipped})
-        return
-    wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
-                            values="median_ape")
-    Console().print(wide.round(3).to_string())
-    Console().print(f"targets (median APE): {SERVING_TARGETS}")
-    for k in skipped:
-        Console().print(f"skipped ({k['method']}) {k['point_id']}: {k['reason']}")
+    report = serving_report(method, points_per_group, seed, arch, mode, by, exclude_seed, out)
+    _emit(report, json_out, _print_serving)
 
 
-TRAINING_BY = {"device": "metric", "scale": "scale", "model": "model"}
-TRAINING_SPLITS = ("all", "heldout_device", "heldout_model")
+def _print_serving(report: ValidationReport, out: Console) -> None:
+    wide = report.rows.pivot_table(index=["split", "device", "group"], columns="method",
+                                   values="median_ape")
+    out.print(wide.round(3).to_string())
+    out.print(f"targets (median APE): {SERVING_TARGETS}")
+    for k in report.extras["skipped"]:
+        out.print(f"skipped ({k['method']}) {k['point_id']}: {k['reason']}")
 
 
 @validate_app.command("training")
@@ -333,24 +185,15 @@ def training_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """MAPE of tokens/s and MFU against MosaicML's measured MPT training grid (216 runs)."""
-    from perfcast.validate import TRAINING_METHODS, TRAINING_TARGET_MAPE, validate_training
+    _emit(training_report(method, split, by), json_out, _print_training)
 
-    methods = tuple(method or TRAINING_METHODS)
-    splits = tuple(split or TRAINING_SPLITS)
-    _check_choices("method", methods, TRAINING_METHODS)
-    _check_choices("split", splits, TRAINING_SPLITS)
-    if by not in TRAINING_BY:
-        raise InputError("by", f"unknown grouping {by!r}", list(TRAINING_BY))
-    rows = validate_training(methods=methods, splits=splits)
-    rows = rows[rows["by"] == TRAINING_BY[by]].reset_index(drop=True)
-    if json_out:
-        emit_json({"rows": rows.to_dict("records"), "target_mape": TRAINING_TARGET_MAPE})
-        return
-    wide = rows.pivot_table(index=["split", "device", "group", "n"], columns="method",
-                            values="mape")
-    Console().print(wide.round(3).to_string())
-    Console().print(f"target: MAPE <= {TRAINING_TARGET_MAPE:.0%} (tokens/s and MFU; "
-                    "mfu in MosaicML's FLOP count, mfu_perfcast in perfcast's)")
+
+def _print_training(report: ValidationReport, out: Console) -> None:
+    wide = report.rows.pivot_table(index=["split", "device", "group", "n"], columns="method",
+                                   values="mape")
+    out.print(wide.round(3).to_string())
+    out.print(f"target: MAPE <= {TRAINING_TARGET_MAPE:.0%} (tokens/s and MFU; "
+              "mfu in MosaicML's FLOP count, mfu_perfcast in perfcast's)")
 
 
 @validate_app.command("collectives")
@@ -366,32 +209,15 @@ def collectives_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Collective MAPE per split x device x collective/size regime, beside two baselines."""
-    from perfcast.validate import collective_table7, validate_collectives
+    _emit(collectives_report(split, table7, out), json_out, _print_collectives)
 
-    _check_out(out)
-    rows = validate_collectives(split)
-    table = collective_table7() if table7 else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(out / "collectives.csv", index=False)
-        parts = ["# perfcast validate collectives", "", "MAPE and P90 APE per split, device "
-                 "and `<collective>/<regime>` (small <= 64 KiB, large >= 64 MB).", "",
-                 _md_table(_wide(rows)), ""]
-        if table is not None:
-            parts += ["## 8-GPU collectives: measured vs forecast seconds", "",
-                      _md_table(table), ""]
-        (out / "collectives.md").write_text("\n".join(parts))
-    if json_out:
-        payload = {"rows": rows.to_dict("records")}
-        if table is not None:
-            payload["table7"] = table.to_dict("records")
-        emit_json(payload)
-        return
-    wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
-                            values="mape")
-    Console().print(wide.round(3).to_string())
-    if table is not None:
-        Console().print(_table7(table))
+
+def _print_collectives(report: ValidationReport, out: Console) -> None:
+    wide = report.rows.pivot_table(index=["split", "device", "group"], columns="method",
+                                   values="mape")
+    out.print(wide.round(3).to_string())
+    if "table7" in report.extras:
+        out.print(_table7(report.extras["table7"]))
 
 
 def _table7(table) -> Table:
@@ -419,7 +245,7 @@ def all_cmd(
 ) -> None:
     """Every accuracy check in turn: kernels, models, serving (aggregated and disaggregated),
     training and collectives, each beside its baseline."""
-    _check_out(out)
+    check_out_dir(out)
 
     def sub(name: str) -> Path | None:
         return None if out is None else out / name

@@ -1,8 +1,8 @@
 """Run a sweep: every point through a point function, results resumable and in Parquet.
 
 The engine knows nothing of commands: `point_fn(point) -> payload dict` is given to it (the
-CLI passes one that runs `perfcast <command> --json`), which keeps this layer below the CLI
-and lets tests drive it with a plain function.
+CLI passes one that runs the point's request through `perfcast.api.run`), which keeps this
+layer below the CLI and lets tests drive it with a plain function.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from perfcast.api._parallel import imap_unordered
 from perfcast.errors import InputError
-from perfcast.sweep._backends import imap_unordered
 from perfcast.sweep._grid import point_key
 from perfcast.sweep._store import read_parts, write_part, write_results
 from perfcast.sweep._table import point_row

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfcast.api import Result, run_options
+from perfcast.api import Result, ServeResult, run_options
 from perfcast.errors import InputError
 
 __all__ = ["Forecast", "forecast", "run_grid"]
@@ -31,7 +31,7 @@ class Forecast:
 def forecast(command: str, options: Mapping[str, Any], run: Run = run_options) -> Forecast:
     """Run one command: its payload and, for `serve`, its per-request table (the CDFs)."""
     result = run(command, options)
-    requests = getattr(result, "requests", None) if command == "serve" else None
+    requests = result.requests if isinstance(result, ServeResult) else None
     return Forecast(command, dict(options), result.payload(), requests)
 
 

@@ -21,6 +21,16 @@ from perfcast.validate._models import (
     load_model_labels,
     validate_models,
 )
+from perfcast.validate._reports import (
+    KERNEL_CHECK_SPLITS,
+    ValidationReport,
+    check_out_dir,
+    collectives_report,
+    kernels_report,
+    models_report,
+    serving_report,
+    training_report,
+)
 from perfcast.validate._serving import (
     SERVING_TARGETS,
     analytic_point,
@@ -62,4 +72,6 @@ __all__ = [
     "TRAINING_METHODS", "TRAINING_TARGET_MAPE", "StackScaled", "load_training_calibration",
     "load_training_points", "mosaicml_mfu", "points_from_csv", "roofline_point",
     "training_job", "training_point", "training_residuals", "validate_training",
+    "KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",
+    "kernels_report", "models_report", "serving_report", "training_report",
 ]

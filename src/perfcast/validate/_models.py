@@ -13,6 +13,9 @@ Methods per configuration:
   <tier>               perfcast: GPU kernel durations through the eager host->GPU queue,
                        named by the kernel tier the device gets (target_measured or
                        cross_generation)
+
+perfcast and roofline are `perfcast step` itself: each label becomes a `StepRequest` run
+through `perfcast.api`, so this checks the command, not a copy of its composition.
 """
 
 from __future__ import annotations
@@ -23,15 +26,11 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from perfcast.compose import (
-    StepForecast,
-    data_parallel_step,
-    pipeline_step,
-    step_time,
-)
+from perfcast.api import StepRequest, StepResult, run
+from perfcast.compose import StepForecast
 from perfcast.kernels import PhysicsModel, RooflineModel, shipped_calibration, step_interval
 from perfcast.ops import COMM_FAMILIES, eager_ops
-from perfcast.specs import ParallelPlan, Precision, cluster_for, get_device, get_model
+from perfcast.specs import Precision, get_device, get_model
 
 __all__ = ["MODEL_TARGET_MAPE", "forecast_model_label", "load_layer_op_labels",
            "load_model_labels", "validate_models"]
@@ -59,34 +58,32 @@ def load_layer_op_labels() -> pd.DataFrame:
     return _csv("neusight_layer_ops.csv").copy()
 
 
-def _plan(variant: str) -> tuple[ParallelPlan, int, int]:
-    """(tensor-parallel plan, dp, pp) of a label's variant suffix."""
+def _layout(variant: str) -> dict[str, int]:
+    """`perfcast step`'s tp / dp / pp of a label's variant suffix."""
     if variant == "tp4":
-        return ParallelPlan(tp=4), 1, 1
+        return {"tp": 4}
     if variant == "dp4":
-        return ParallelPlan(), 4, 1
+        return {"dp": 4}
     if variant.startswith("pp4"):
-        return ParallelPlan(), 1, 4
-    return ParallelPlan(), 1, 1
+        return {"pp": 4}
+    return {}
 
 
-def forecast_model_label(label: pd.Series | dict, time_model=None
-                         ) -> tuple[float, StepForecast]:
-    """(seconds, single-GPU step) for one label row; multi-GPU variants compose the step."""
-    model = get_model(label["model"])
-    plan, dp, pp = _plan(label["variant"])
-    device = get_device(label["device"])
-    cluster = cluster_for(device, plan.tp * dp * pp)
-    batch = int(label["batch"]) // dp
-    ops = eager_ops(model, batch, int(label["seq_len"]), label["mode"], FP32, plan,
-                    fused=label["variant"] == "fusion")
-    step = step_time(ops, cluster, "eager", time_model=time_model)
-    if dp > 1:
-        return data_parallel_step(step, 4.0 * model.total_params(), cluster, dp).time_s, step
-    if pp > 1:
-        act = 4.0 * int(label["batch"]) * int(label["seq_len"]) * model.hidden_size
-        return pipeline_step(step, act, cluster, pp).time_s, step
-    return step.time_s, step
+def _step_request(label: pd.Series | dict, kernel_model: str = "calibrated") -> StepRequest:
+    """The `perfcast step` invocation one label row measured: FP32 eager, its batch (global,
+    across dp), sequence length, mode, fusion and parallel layout."""
+    return StepRequest.from_options(
+        model=label["model"], gpu=label["device"], batch=int(label["batch"]),
+        seq_len=int(label["seq_len"]), mode=label["mode"], dtype="fp32", execution="eager",
+        fused=label["variant"] == "fusion", kernel_model=kernel_model,
+        **_layout(label["variant"]))
+
+
+def forecast_model_label(label: pd.Series | dict, kernel_model: str = "calibrated"
+                         ) -> StepResult:
+    """`perfcast step` for one label row: `.time_s` the iteration (multi-GPU variants
+    composed), `.step` one GPU's step."""
+    return run(_step_request(label, kernel_model))
 
 
 def _sum_of_kernels(step: StepForecast, model: PhysicsModel, label) -> float:
@@ -106,16 +103,17 @@ def _measured_ops(label) -> float:
 
 def _forecasts(labels: pd.DataFrame) -> pd.DataFrame:
     cal = shipped_calibration()
-    physics, roof = PhysicsModel(cal), RooflineModel()
+    physics = PhysicsModel(cal)
     out = []
     for _, label in labels.iterrows():
         tier = cal.tier_for(label["device"])
-        t, step = forecast_model_label(label, physics)
+        result = forecast_model_label(label)
+        t, step = result.time_s, result.step
         scale = t / step.time_s if step.time_s else 1.0
         low, high = step_interval(step.ops, tier)
         out.append({**label.to_dict(), "tier": tier, "perfcast_s": t,
                     "low_s": low * scale, "high_s": high * scale,
-                    "roofline_s": forecast_model_label(label, roof)[0],
+                    "roofline_s": forecast_model_label(label, "roofline").time_s,
                     "sum_of_kernels_s": _sum_of_kernels(step, physics, label) * scale,
                     "sum_of_measured_ops_s": _measured_ops(label)})
     return pd.DataFrame(out)

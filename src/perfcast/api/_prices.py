@@ -61,7 +61,7 @@ def parse_prices(data: Any, origin: str = "prices", source: str = "user price fi
 
 def gpu_prices(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """The shipped list prices, with the entries of the file at `path` replacing them."""
-    shipped = json.loads(resources.files("perfcast.sweep").joinpath(
+    shipped = json.loads(resources.files("perfcast.api").joinpath(
         "data/gpu_prices.json").read_text())
     prices = parse_prices(shipped["prices"], "gpu_prices.json")
     if path is None:

@@ -19,9 +19,9 @@ from typing import Any
 
 import pandas as pd
 
+from perfcast.api._parallel import imap_unordered
 from perfcast.errors import InputError
 from perfcast.report import pareto_front
-from perfcast.sweep._backends import imap_unordered
 
 __all__ = ["Slo", "bisect_max", "capacity_search", "price_candidates",
            "qps_ladder", "search_candidate"]

@@ -1,9 +1,9 @@
-"""Where points run: this process, a local process pool, or a Ray cluster.
+"""Where independent runs go: this process, a local process pool, or a Ray cluster.
 
 Each backend maps one picklable function over items and yields results as they finish
 (completion order; callers restore the input order). The function must be importable by
 reference (a module-level function, or functools.partial of one) so that pool workers and
-Ray workers can load it.
+Ray workers can load it. Capacity search maps its candidates here; sweeps, their points.
 """
 
 from __future__ import annotations

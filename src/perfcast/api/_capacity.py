@@ -1,0 +1,176 @@
+"""`capacity`: the cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target
+QPS (scenario X15).
+
+Every probe of every candidate is a `ServeRequest` run through `run`, exactly what
+`perfcast serve --json` reports for it; the search itself (QPS ladder, bisection, pricing,
+Pareto fronts) is `perfcast.api._capacity_search`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import Field, ValidationError
+
+from perfcast import __version__
+from perfcast.api._assign import parse_assignment
+from perfcast.api._base import Group, Request, register, run
+from perfcast.api._capacity_search import Slo, capacity_search
+from perfcast.api._parallel import choose_backend
+from perfcast.api._prices import gpu_prices
+from perfcast.api._serve import ServeRequest
+from perfcast.errors import InputError, close_matches, from_validation_error
+from perfcast.specs import get_device
+
+__all__ = ["CapacityCandidates", "CapacityProbes", "CapacityRequest", "CapacityResult",
+           "CapacityTarget", "Parallelism", "ResolvedCapacity", "serve_payload"]
+
+# Serve options capacity sets itself, per candidate and probe: not for `--set`.
+CAPACITY_OWN = {"model", "gpu", "cluster", "tp", "qps", "replicas", "num_requests", "seed"}
+
+
+class CapacityTarget(Group):
+    """The load to sustain and the latency limits, on the P99 over the simulated requests."""
+
+    qps: float = Field(10.0, description="Target arrival rate, requests/s.")
+    ttft_p99_slo: float = Field(1.0, description="P99 TTFT limit, s.")
+    tpot_p99_slo: float = Field(0.05, description="P99 TPOT limit, s.")
+
+    def slo(self) -> Slo:
+        return Slo(self.ttft_p99_slo, self.tpot_p99_slo)
+
+
+class CapacityCandidates(Group):
+    """GPU types and TP degrees to try, and what each GPU costs."""
+
+    gpu: str = Field("h100-sxm,a100-sxm4-80gb", description="Candidate GPUs, comma-separated "
+                     "catalog names.")
+    tp: str = Field("2,4,8", description="Candidate TP degrees per replica.")
+    prices: Path | None = Field(None, description="JSON price file overriding the shipped "
+                                "list prices per GPU.")
+
+    def pairs(self) -> list[tuple[str, int]]:
+        """Every (canonical GPU name, TP) pair, each once, in the order given."""
+        gpus = [get_device(name.strip()).name for name in self.gpu.split(",") if name.strip()]
+        try:
+            tps = [int(t) for t in self.tp.split(",") if t.strip()]
+        except ValueError:
+            raise InputError("tp", f"not a list of integers: {self.tp!r}", "e.g. 2,4,8"
+                             ) from None
+        if not gpus or not tps or min(tps) < 1:
+            raise InputError("gpu" if not gpus else "tp", "empty or invalid list",
+                             "comma-separated GPU names and TP degrees >= 1")
+        return [(g, t) for g in dict.fromkeys(gpus) for t in dict.fromkeys(tps)]
+
+
+class CapacityProbes(Group):
+    """How each probe simulates: requests, seed, QPS resolution, and other serve options."""
+
+    num_requests: int = Field(100, description="Requests per probe simulation.")
+    seed: int = Field(0, description="Workload seed of every probe.")
+    qps_step: float = Field(0.05, description="Relative resolution of the max-QPS bisection.")
+    sets: list[str] | None = Field(None, alias="set", description="Other `perfcast serve` "
+                                   "options for every probe, NAME=VALUE.")
+
+    def base(self, model: str) -> dict[str, Any]:
+        """The serve options every probe shares (candidates add gpu, tp and qps)."""
+        if self.num_requests < 1:
+            raise InputError("num_requests", f"{self.num_requests} requests", "an integer >= 1")
+        extra = dict(parse_assignment(text, "set", many=False) for text in self.sets or [])
+        known = ServeRequest.option_types()
+        for name in extra:
+            if name not in known:
+                hint = close_matches(name, known)
+                problem = f"serve has no option {name!r}" + (
+                    f"; did you mean {hint[0]}?" if hint else "")
+                raise InputError(f"set.{name}", problem, sorted(known))
+        clash = sorted(CAPACITY_OWN & set(extra))
+        if clash:
+            raise InputError(f"set.{clash[0]}", "capacity sets this option itself",
+                             "other `perfcast serve` options")
+        return {"model": model, "num_requests": self.num_requests, "seed": self.seed, **extra}
+
+
+class Parallelism(Group):
+    """Where independent runs go: worker processes here, or a Ray cluster."""
+
+    workers: int | None = Field(None, description="Worker processes (default: the CPU count; "
+                                "1 runs in this process).")
+    ray: bool = Field(False, description="Run on Ray (also when RAY_ADDRESS is set).")
+
+
+class CapacityRequest(Request):
+    """Cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target QPS."""
+
+    command = "capacity"
+    model: str = Field("llama-3-70b", description="Catalog model name or HF id.")
+    target: CapacityTarget = CapacityTarget()
+    candidates: CapacityCandidates = CapacityCandidates()
+    probes: CapacityProbes = CapacityProbes()
+    parallelism: Parallelism = Parallelism()
+
+
+@dataclass(frozen=True)
+class ResolvedCapacity:
+    request: CapacityRequest
+    base: dict[str, Any]
+    candidates: list[tuple[str, int]]
+    slo: Slo
+    prices: dict[str, dict[str, Any]]
+    backend: str
+
+
+def resolve_capacity(request: CapacityRequest) -> ResolvedCapacity:
+    base = request.probes.base(request.model)
+    candidates = request.candidates.pairs()
+    slo = request.target.slo()
+    prices = gpu_prices(request.candidates.prices)
+    return ResolvedCapacity(request, base, candidates, slo, prices,
+                            choose_backend(request.parallelism.ray))
+
+
+def serve_payload(point: Mapping[str, Any]) -> dict[str, Any]:
+    """One probe: the `perfcast serve --json` payload of these serve options. Module-level,
+    so process-pool and Ray workers load it by reference."""
+    try:
+        return run(ServeRequest.from_options(point)).payload()
+    except ValidationError as exc:
+        raise from_validation_error(exc, default="serve") from None
+
+
+@dataclass(frozen=True)
+class CapacityResult:
+    """`search`: the target, SLO, candidates (each searched and priced), the chosen one,
+    the Pareto fronts and the prices used."""
+
+    request: CapacityRequest
+    search: dict[str, Any]
+
+    @property
+    def chosen(self) -> dict[str, Any] | None:
+        return self.search["chosen"]
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        """One row per (gpu, tp) candidate."""
+        return pd.DataFrame(self.search["candidates"])
+
+    def payload(self) -> dict[str, Any]:
+        r = self.request
+        return {"perfcast_version": __version__, "model": r.model,
+                "num_requests": r.probes.num_requests, "seed": r.probes.seed, **self.search}
+
+
+def execute_capacity(r: ResolvedCapacity) -> CapacityResult:
+    t, p = r.request.target, r.request
+    search = capacity_search(serve_payload, r.base, r.candidates, t.qps, r.slo, r.prices,
+                             qps_step=p.probes.qps_step, backend=r.backend,
+                             workers=p.parallelism.workers)
+    return CapacityResult(r.request, search)
+
+
+register(CapacityRequest, resolve_capacity, execute_capacity)

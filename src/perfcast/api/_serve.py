@@ -1,0 +1,375 @@
+"""`serve`: a serving deployment under load, simulated request by request.
+
+One deployment (replicas of a TP x PP group behind a router), or the same load on
+disaggregated prefill and decode pools, or several models co-located on the same GPUs (each
+beside its dedicated run). The result holds the simulation, its per-request table as a
+DataFrame, and the payload `perfcast serve --json` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import Field, model_validator
+
+from perfcast import __version__
+from perfcast.api._base import Group, Request, register
+from perfcast.api._choices import Hardware, ServingPrecision, _shorthand, never_overwrite
+from perfcast.errors import InputError
+from perfcast.serve import (
+    ServeConfig,
+    Workload,
+    make_workload,
+    simulate,
+    simulate_colocated,
+    simulate_disaggregated,
+)
+from perfcast.serve._config import DEFAULT_EXPERT_SKEW
+
+__all__ = ["Colocation", "Disaggregation", "ResolvedServe", "ServeDeployment", "ServeEngine",
+           "ServeModel", "ServeOutputs", "ServeRequest", "ServeResult", "ServeSlos",
+           "ServeWorkload", "SpeculativeDecoding"]
+
+DEFAULT_GPU = "a100-sxm4-80gb"  # when neither --gpu nor --cluster is given
+OUT_FORMATS = (".csv", ".parquet")
+
+
+class ServeModel(Group):
+    """The served model: a catalog name or HF id (decoder-only)."""
+
+    name: str = Field("llama-2-7b", alias="model", description="Catalog model name or HF id.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_only(cls, value: Any) -> Any:
+        return _shorthand(value, "model")
+
+
+class ServeDeployment(Group):
+    """`replicas` copies of a TP x PP group behind the router; MoE layers split over EP."""
+
+    tp: int = Field(1, description="Tensor-parallel degree per replica.")
+    pp: int = Field(1, description="Pipeline stages per replica.")
+    replicas: int = Field(1, description="Replicas behind the router.")
+    ep: int = Field(1, description="Expert-parallel degree of MoE layers.")
+    attention_dp: int = Field(1, description="Attention data-parallel ranks sharing one EP "
+                              "group (each a replica).")
+    expert_skew: float = Field(DEFAULT_EXPERT_SKEW, description="Most loaded EP rank's routed "
+                               "tokens / the mean (1 = balanced).")
+
+
+class ServeEngine(Group):
+    """The engine's scheduler, router, batching limits, KV cache and collectives."""
+
+    scheduler: str = Field("vllm-v0", description="vllm-v0, vllm-v1, sarathi, orca or static.")
+    router: str = Field("round-robin", description="round-robin, least-outstanding or least-kv.")
+    max_batch: int = Field(256, description="Max sequences per step.")
+    max_batch_tokens: int | None = Field(None, description="Token budget per step.")
+    chunk_size: int | None = Field(None, description="Prefill chunk (sarathi/vllm-v1).")
+    block_size: int = Field(16, description="KV-cache tokens per block.")
+    preemption: str = Field("recompute", description="recompute or swap.")
+    gpu_memory_utilization: float = Field(0.9, description="Share of GPU memory used.")
+    allreduce: str = Field("custom", description="TP all-reduce: custom or nccl.")
+    host_overlap: bool = Field(False, description="CPU scheduling overlaps the GPU step.")
+    prefix_cache: bool = Field(False, description="Automatic prefix caching.")
+
+
+class ServeWorkload(Group):
+    """The request stream: arrivals, lengths, shared prompts and chats, and its seed."""
+
+    arrival: str | None = Field(None, description="poisson, gamma, trace or closed_loop "
+                                "(default from qps/concurrency).")
+    qps: float | None = Field(None, description="Mean arrival rate (open loop).")
+    concurrency: int | None = Field(None, description="Requests kept in flight (closed loop).")
+    cv: float | None = Field(None, description="Gamma arrivals' coefficient of variation.")
+    num_requests: int = Field(200, description="Requests to simulate.")
+    lengths: str = Field("fixed", description="fixed, uniform, zipf, trace or csv.")
+    prompt_tokens: str | None = Field(None, description="N (fixed), LO,HI (uniform) or A,MAX "
+                                      "(zipf).")
+    output_tokens: str | None = Field(None, description="Output tokens, as prompt_tokens.")
+    trace: str | None = Field(None, description="Shipped trace: arxiv, splitwise-conv or "
+                              "splitwise-code.")
+    csv: Path | None = Field(None, description="Request CSV (prompt_tokens, output_tokens"
+                             "[, arrival_s]).")
+    system_prompt_tokens: int | None = Field(None, description="Shared system prompt length.")
+    prompt_groups: int = Field(1, description="Distinct system prompts.")
+    turns: int | None = Field(None, description="Chats of this many turns.")
+    think_s: float = Field(0.0, description="Seconds before a user's next turn.")
+    seed: int = Field(0, description="Workload seed.")
+
+    @property
+    def arrival_process(self) -> str:
+        """The arrival process: given, else closed loop with a concurrency, else Poisson."""
+        if self.arrival is not None:
+            return self.arrival
+        return "closed_loop" if self.concurrency is not None else "poisson"
+
+    def make(self, seed: int) -> Workload:
+        """The stream drawn with `seed`; fixed lengths default to 512 prompt, 128 output."""
+        defaults = {"fixed": (512, 128)}.get(self.lengths, (None, None))
+        return make_workload(
+            self.num_requests, arrival=self.arrival_process, qps=self.qps, cv=self.cv,
+            concurrency=self.concurrency, lengths=self.lengths,
+            prompt_tokens=_pair(self.prompt_tokens, "prompt_tokens") or defaults[0],
+            output_tokens=_pair(self.output_tokens, "output_tokens") or defaults[1],
+            trace=self.trace, csv=self.csv, system_prompt_tokens=self.system_prompt_tokens,
+            prompt_groups=self.prompt_groups, turns=self.turns, think_s=self.think_s,
+            seed=seed)
+
+
+def _pair(text: str | None, field: str) -> int | tuple[float | int, ...] | None:
+    """'512' -> 512; '128,2048' -> (128, 2048) for uniform/zipf lengths."""
+    if text is None:
+        return None
+    try:
+        parts = [float(p) for p in text.split(",")]
+    except ValueError:
+        raise InputError(field, f"not a number or pair: {text!r}", "N or LO,HI") from None
+    if len(parts) == 1 and parts[0].is_integer():
+        return int(parts[0])
+    if len(parts) == 2:  # integers stay integers (uniform bounds, zipf's max)
+        return tuple(int(p) if p.is_integer() else p for p in parts)
+    raise InputError(field, f"not a number or pair: {text!r}", "N or LO,HI")
+
+
+class SpeculativeDecoding(Group):
+    """Draft tokens proposed per step (0: off), by a draft model or draft-free."""
+
+    spec_k: int = Field(0, description="Draft tokens proposed per step (0: off).")
+    spec_draft_model: str | None = Field(None, description="Draft model (catalog name); "
+                                         "None: draft-free.")
+    spec_acceptance: str = Field("0.7", description="Per-token acceptance rate, or one per "
+                                 "draft position (A1,A2,...).")
+    spec_draft_gpu: str = Field("shared", description="shared or separate.")
+
+    def rates(self) -> float | tuple[float, ...]:
+        """The acceptance rate, or one per draft position."""
+        try:
+            values = tuple(float(v) for v in self.spec_acceptance.split(","))
+        except ValueError:
+            raise InputError("spec_acceptance", "not a rate or comma-separated rates: "
+                             f"{self.spec_acceptance!r}", "e.g. 0.7 or 0.9,0.8,0.6") from None
+        return values[0] if len(values) == 1 else values
+
+
+class Disaggregation(Group):
+    """Prefill and decode on separate pools, each REPLICASxTP (same model, GPU, scheduler)."""
+
+    disagg_prefill: str | None = Field(None, description="The prefill pool as REPLICASxTP.")
+    disagg_decode: str | None = Field(None, description="The decode pool as REPLICASxTP.")
+
+    @property
+    def enabled(self) -> bool:
+        return self.disagg_prefill is not None or self.disagg_decode is not None
+
+    def pools(self, config: ServeConfig) -> tuple[ServeConfig, ServeConfig]:
+        """(prefill, decode) deployments: `config` with each pool's replicas and TP."""
+        pools = []
+        for text, field in ((self.disagg_prefill, "disagg_prefill"),
+                            (self.disagg_decode, "disagg_decode")):
+            replicas, tp = _pool(text, field)
+            pools.append(ServeConfig(**(config.model_dump() | {"replicas": replicas, "tp": tp})))
+        return pools[0], pools[1]
+
+
+def _pool(text: str | None, field: str) -> tuple[int, int]:
+    """'2x4' -> (replicas 2, tp 4)."""
+    parts = (text or "").lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise InputError(field, f"expected REPLICASxTP such as 2x4, got {text!r}", "e.g. 2x4")
+    return int(parts[0]), int(parts[1])
+
+
+class Colocation(Group):
+    """More models on the same GPUs, each with its own stream (seeds seed+1, ...)."""
+
+    colocate: list[str] | None = Field(None, description="Models served beside the first.")
+    colocate_sharing: str = Field("time-slice", description="time-slice or mps.")
+
+
+class ServeSlos(Group):
+    """Latency SLOs for goodput: both or neither."""
+
+    ttft_slo: float | None = Field(None, description="TTFT SLO (s) for goodput.")
+    tpot_slo: float | None = Field(None, description="TPOT SLO (s) for goodput.")
+
+    def pair(self) -> tuple[float | None, float | None]:
+        if (self.ttft_slo is None) != (self.tpot_slo is None):
+            raise InputError("ttft_slo", "give both --ttft-slo and --tpot-slo for goodput",
+                             "both or neither")
+        return self.ttft_slo, self.tpot_slo
+
+
+class ServeOutputs(Group):
+    """Files the run writes: the per-request table and a Perfetto trace (new files only)."""
+
+    out: Path | None = Field(None, description="Per-request table (.csv or .parquet).")
+    trace_out: Path | None = Field(None, description="Perfetto/Chrome-trace JSON file.")
+
+    def check(self) -> None:
+        never_overwrite("out", self.out)
+        never_overwrite("trace_out", self.trace_out)
+        if self.out is not None and self.out.suffix not in OUT_FORMATS:
+            raise InputError("out", f"unknown format {self.out.suffix!r}", list(OUT_FORMATS))
+
+
+class ServeRequest(Request):
+    """TTFT, TPOT, E2E (mean/P50/P90/P99), throughput, goodput, preemptions and KV use."""
+
+    command = "serve"
+    model: ServeModel = ServeModel()
+    hardware: Hardware = Hardware()
+    deployment: ServeDeployment = ServeDeployment()
+    engine: ServeEngine = ServeEngine()
+    precision: ServingPrecision = ServingPrecision()
+    workload: ServeWorkload = ServeWorkload()
+    speculative: SpeculativeDecoding = SpeculativeDecoding()
+    disaggregation: Disaggregation = Disaggregation()
+    colocation: Colocation = Colocation()
+    slos: ServeSlos = ServeSlos()
+    outputs: ServeOutputs = ServeOutputs()
+
+
+@dataclass(frozen=True)
+class ResolvedServe:
+    """What `serve` runs. `mode`: single (one deployment), colocated (`configs` and
+    `workloads` one per model) or disaggregated (`configs` = prefill and decode pools)."""
+
+    request: ServeRequest
+    mode: str
+    config: ServeConfig
+    configs: tuple[ServeConfig, ...]
+    workloads: tuple[Workload, ...]
+    gpu: str | None
+    slos: tuple[float | None, float | None]
+
+
+def resolve_serve(request: ServeRequest) -> ResolvedServe:
+    """Specs of the deployment(s) and the workload(s); every check before any simulation."""
+    request.outputs.check()
+    slos = request.slos.pair()
+    hw, d, e, s = request.hardware, request.deployment, request.engine, request.speculative
+    gpu = hw.gpu if hw.gpu or hw.cluster else DEFAULT_GPU
+    config = ServeConfig(
+        model=request.model.name, gpu=gpu, cluster=hw.cluster, tp=d.tp, pp=d.pp,
+        replicas=d.replicas, scheduler=e.scheduler, router=e.router, max_batch=e.max_batch,
+        max_batch_tokens=e.max_batch_tokens, chunk_size=e.chunk_size, block_size=e.block_size,
+        preemption=e.preemption, gpu_memory_utilization=e.gpu_memory_utilization,
+        host_overlap=e.host_overlap, allreduce=e.allreduce, prefix_caching=e.prefix_cache,
+        spec_k=s.spec_k, spec_draft_model=s.spec_draft_model, spec_draft_gpu=s.spec_draft_gpu,
+        spec_acceptance=s.rates(), ep=d.ep, attention_dp=d.attention_dp,
+        expert_skew=d.expert_skew, precision=request.precision.spec())
+    w, seed = request.workload, request.workload.seed
+    workload = w.make(seed)
+    others = request.colocation.colocate
+    if others:
+        configs = (config, *(ServeConfig(**(config.model_dump() | {"model": m}))
+                             for m in others))
+        loads = (workload, *(w.make(seed + i) for i in range(1, len(configs))))
+        return ResolvedServe(request, "colocated", config, configs, loads, gpu, slos)
+    if request.disaggregation.enabled:
+        if request.outputs.trace_out is not None:
+            raise InputError("trace_out", "is not available for disaggregated runs yet",
+                             "omit it")
+        pools = request.disaggregation.pools(config)
+        return ResolvedServe(request, "disaggregated", config, pools, (workload,), gpu, slos)
+    return ResolvedServe(request, "single", config, (config,), (workload,), gpu, slos)
+
+
+@dataclass(frozen=True, eq=False)
+class ServeResult:
+    """A serving run. `requests`: one row per request (for co-located runs, every model's,
+    with a `model` column first); `simulation`: the serve layer's result (a
+    `perfcast.serve.ServeResult`, a `DisaggResult`, or one ServeResult per co-located model);
+    `inputs` and `metrics` make up the payload."""
+
+    request: ServeRequest
+    mode: str
+    inputs: dict[str, Any]
+    metrics: dict[str, Any]
+    requests: pd.DataFrame
+    simulation: Any
+
+    def payload(self) -> dict[str, Any]:
+        return {"perfcast_version": __version__, "inputs": self.inputs, **self.metrics}
+
+
+def _kv_capacity(result, block_size: int) -> dict:
+    """KV capacity in tokens per replica, and how many sequences of this workload's mean
+    length (prompt + output) fit in it at once (vLLM logs the same "maximum concurrency")."""
+    r = result.requests
+    mean_tokens = float((r["prompt_tokens"] + r["output_tokens"]).mean())
+    blocks_per_seq = max(1, math.ceil(mean_tokens / block_size))
+    return {"kv_capacity_tokens": result.kv_blocks * block_size,
+            "max_concurrent_seqs": result.kv_blocks // blocks_per_seq}
+
+
+def _write_table(table: pd.DataFrame, out: Path | None) -> None:
+    if out is not None:
+        (table.to_csv if out.suffix == ".csv" else table.to_parquet)(out, index=False)
+
+
+def _single(r: ResolvedServe) -> ServeResult:
+    request, config = r.request, r.config
+    trace_out = request.outputs.trace_out
+    result = simulate(config, r.workloads[0], seed=request.workload.seed,
+                      timeline=trace_out is not None)
+    metrics = result.summary(*r.slos) | _kv_capacity(result, config.block_size)
+    _write_table(result.requests, request.outputs.out)
+    if trace_out is not None:
+        trace_out.write_text(json.dumps(result.chrome_trace()))
+    d, e, w = request.deployment, request.engine, request.workload
+    inputs = {"model": config.model if isinstance(config.model, str) else config.model.name,
+              "gpu": r.gpu, "cluster": request.hardware.cluster, "tp": d.tp, "pp": d.pp,
+              "replicas": d.replicas, "scheduler": e.scheduler, "router": e.router,
+              "arrival": w.arrival_process, "qps": w.qps, "concurrency": w.concurrency,
+              "num_requests": w.num_requests, "lengths": w.lengths, "seed": w.seed,
+              "prefix_cache": e.prefix_cache, "system_prompt_tokens": w.system_prompt_tokens,
+              "turns": w.turns, "ep": d.ep, "attention_dp": d.attention_dp,
+              "expert_skew": d.expert_skew}
+    return ServeResult(request, r.mode, inputs, metrics, result.requests, result)
+
+
+def _colocated(r: ResolvedServe) -> ServeResult:
+    """The first model and the others on the same GPUs, each beside its dedicated run."""
+    seed, sharing = r.request.workload.seed, r.request.colocation.colocate_sharing
+    results = simulate_colocated(list(r.configs), list(r.workloads), sharing=sharing, seed=seed)
+    models, tables = [], []
+    for c, w, res in zip(r.configs, r.workloads, results, strict=True):
+        alone = simulate(c, w, seed=seed).summary(*r.slos)
+        models.append({"model": c.model_spec.name, **res.summary(*r.slos),
+                       "dedicated": {k: alone[k] for k in ("ttft_s", "tpot_s", "e2e_s",
+                                                           "throughput_req_s", "kv_blocks")}})
+        tables.append(res.requests.assign(model=c.model_spec.name))
+    table = pd.concat(tables, ignore_index=True)
+    table = table[["model", *(c for c in table.columns if c != "model")]]
+    inputs = {"sharing": sharing, "models": [m["model"] for m in models]}
+    return ServeResult(r.request, r.mode, inputs, {"models": models}, table, results)
+
+
+def _disaggregated(r: ResolvedServe) -> ServeResult:
+    """Prefill and decode pools built from the deployment (model, GPU, scheduler, ...)."""
+    request = r.request
+    result = simulate_disaggregated(*r.configs, r.workloads[0], seed=request.workload.seed)
+    _write_table(result.requests, request.outputs.out)
+    d = request.disaggregation
+    inputs = {"disagg_prefill": d.disagg_prefill, "disagg_decode": d.disagg_decode,
+              "seed": request.workload.seed}
+    return ServeResult(request, r.mode, inputs, result.summary(*r.slos), result.requests,
+                       result)
+
+
+_MODES = {"single": _single, "colocated": _colocated, "disaggregated": _disaggregated}
+
+
+def execute_serve(r: ResolvedServe) -> ServeResult:
+    """Simulate, write the files asked for, and summarise."""
+    return _MODES[r.mode](r)
+
+
+register(ServeRequest, resolve_serve, execute_serve)

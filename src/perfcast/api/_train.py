@@ -1,0 +1,443 @@
+"""`train`: one training iteration at any scale, the plan search, an RLHF PPO step, or one
+data-parallel iteration of a torchvision ResNet.
+
+One request asks one of four questions: a ResNet model asks the CNN one, `sweep` the plan
+search, `rlhf` the PPO step, and otherwise it is one LLM iteration. `resolve_train` decides
+which, once, and returns that question's own resolved type (`ResolvedTrain`,
+`ResolvedTrainSweep`, `ResolvedRLHF`, `ResolvedCNNTrain`): options one question does not take
+are refused there (a ResNet trains data-parallel only; `--trace-out` traces one LLM
+iteration), so no later step can mix two questions' options.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from perfcast import __version__
+from perfcast.api._base import Group, Request, register
+from perfcast.api._choices import Hardware, KernelChoice, ModelChoice
+from perfcast.errors import InputError
+from perfcast.kernels import ExecutionTimeModel
+from perfcast.ops import CNN_MODELS
+from perfcast.specs import (
+    Cluster,
+    ModelSpec,
+    ParallelPlan,
+    PipelineSchedule,
+    Precision,
+    parse_dtype,
+)
+from perfcast.train import (
+    RECOMPUTE,
+    CNNTrainForecast,
+    RLHFForecast,
+    TrainForecast,
+    TrainJob,
+    forecast_cnn_training,
+    forecast_training,
+    rlhf_step,
+    stack_time_model,
+    sweep_plans,
+    training_precision,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from perfcast.report import TrainSchedule
+
+__all__ = ["CNNTrainResult", "PlanSearch", "RLHFOptions", "RLHFResult", "ResolvedCNNTrain",
+           "ResolvedRLHF", "ResolvedTrain", "ResolvedTrainSweep", "TrainKernels",
+           "TrainOutputs", "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult",
+           "TrainSweepResult", "TrainWorkload", "pipeline_schedule", "train_layout"]
+
+_FIT_HINT = ("a higher --zero, more --tp/--pp/--cp, --sp, --recompute full or a smaller "
+             "--micro-batch")
+# Options a ResNet does not take: it trains data-parallel only (PyTorch DDP).
+_DDP_ONLY = ("tp", "pp", "cp", "ep", "sp", "zero", "recompute", "lora_rank", "sweep", "rlhf",
+             "stack", "allow_oom")
+
+
+class TrainPlan(Group):
+    """The parallel layout: tp x pp x cp x dp GPUs, plus experts, ZeRO and the schedule."""
+
+    num_gpus: int | None = Field(None, description="GPUs (= tp x pp x cp x dp).")
+    tp: int = Field(1, description="Tensor-parallel degree.")
+    pp: int = Field(1, description="Pipeline stages.")
+    dp: int | None = Field(None, description="Data-parallel degree (default: fills "
+                           "--num-gpus).")
+    ep: int = Field(1, description="Expert-parallel degree (MoE).")
+    cp: int = Field(1, description="Context-parallel degree (ring attention).")
+    sp: bool = Field(False, description="Megatron sequence parallelism (needs --tp > 1).")
+    zero: int = Field(0, description="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2).")
+    schedule: str = Field("1f1b", description="gpipe, 1f1b or interleaved-1f1b.")
+    virtual_stages: int = Field(1, description="Model chunks per stage (interleaved-1f1b).")
+
+    def layout(self) -> tuple[int, int]:
+        """(dp, GPUs) of this layout."""
+        return train_layout(self.num_gpus, self.tp, self.pp, self.dp, self.cp)
+
+    def spec(self, dp: int, expert_skew: float) -> ParallelPlan:
+        return ParallelPlan(tp=self.tp, pp=self.pp, dp=dp, ep=self.ep, cp=self.cp, sp=self.sp,
+                            zero_stage=self.zero, schedule=pipeline_schedule(self.schedule),
+                            virtual_stages=self.virtual_stages, expert_skew=expert_skew)
+
+
+def train_layout(num_gpus: int | None, tp: int, pp: int, dp: int | None,
+                 cp: int) -> tuple[int, int]:
+    """(dp, GPUs): dp defaults to what fills `num_gpus`."""
+    for name, value in (("tp", tp), ("pp", pp), ("cp", cp), ("dp", dp or 1)):
+        if value < 1:
+            raise InputError(name, f"must be >= 1, got {value}", ">= 1")
+    model_parallel = tp * pp * cp
+    if dp is None:
+        if num_gpus is None:
+            return 1, model_parallel
+        if num_gpus % model_parallel:
+            raise InputError("num_gpus", f"{num_gpus} GPUs do not split into tp x pp x cp = "
+                             f"{model_parallel}", f"a multiple of {model_parallel}")
+        return num_gpus // model_parallel, num_gpus
+    if num_gpus is not None and num_gpus != model_parallel * dp:
+        raise InputError("num_gpus", f"{num_gpus} GPUs but tp x pp x cp x dp = "
+                         f"{model_parallel * dp}", str(model_parallel * dp))
+    return dp, model_parallel * dp
+
+
+def pipeline_schedule(name: str) -> PipelineSchedule:
+    """The pipeline schedule named `name`, or an InputError listing them."""
+    try:
+        return PipelineSchedule(name)
+    except ValueError:
+        raise InputError("schedule", f"unknown schedule {name!r}",
+                         [s.value for s in PipelineSchedule]) from None
+
+
+class TrainWorkload(Group):
+    """What one iteration processes."""
+
+    micro_batch: int = Field(1, description="Sequences per micro-batch per DP rank.")
+    global_batch: int | None = Field(None, description="Sequences per iteration, all DP "
+                                     "ranks (default: one micro-batch per rank).")
+    seq_len: int = Field(2048, description="Tokens per sequence (RLHF: per prompt).")
+
+
+class TrainRecipe(Group):
+    """How the model trains: dtype, recomputation, LoRA, MoE routing skew."""
+
+    recompute: str = Field("none", description="none, selective or full.")
+    dtype: str | None = Field(None, description="bf16, fp16, fp32 or fp8 (FP8 GEMMs); "
+                              "default bf16 (fp32 for CNNs).")
+    lora_rank: int | None = Field(None, description="LoRA rank on all linear layers.")
+    expert_skew: float = Field(1.0, description="Most loaded EP rank / mean (MoE).")
+
+
+class PlanSearch(Group):
+    """`sweep`: search every plan for the GPUs instead of forecasting the one given."""
+
+    sweep: bool = Field(False, description="Search every plan for --num-gpus; print the "
+                        "fastest that fit.")
+    top: int = Field(10, description="Plans to print with --sweep.")
+
+
+class RLHFOptions(Group):
+    """`rlhf`: one PPO step (generation, scoring, actor and critic training) instead of one
+    pre-training iteration."""
+
+    rlhf: bool = Field(False, description="One RLHF PPO step: generation, scoring, actor and "
+                       "critic training.")
+    response_tokens: int = Field(256, description="RLHF: generated tokens per prompt.")
+    generation_tp: int = Field(1, description="RLHF: GPUs per generation replica.")
+
+
+class TrainKernels(KernelChoice):
+    """The kernel model, scaled by a training software stack's fitted factors."""
+
+    stack: str = Field("none", description="Training software stack: none (the calibrated "
+                       "kernels as benchmarked) or llm-foundry (MosaicML's PyTorch FSDP "
+                       "stack: kernel-time factors fitted on its measured runs, A100/Ampere "
+                       "and H100/Hopper).")
+
+
+class TrainOutputs(Group):
+    """Files the request asks for besides its payload (never overwritten)."""
+
+    trace_out: Path | None = Field(None, description="Write a Chrome-trace/Perfetto JSON of "
+                                   "the iteration here (per stage: forward/backward "
+                                   "micro-batches, p2p receives; then gradient reduction, "
+                                   "optimizer).")
+
+
+class TrainRequest(Request):
+    """Time, tokens/s, MFU, memory per GPU and where the time goes of one training iteration
+    (or the fastest plans that fit, or an RLHF PPO step, or a ResNet's DDP iteration)."""
+
+    command = "train"
+    model: ModelChoice = ModelChoice()
+    hardware: Hardware = Hardware()
+    plan: TrainPlan = TrainPlan()
+    workload: TrainWorkload = TrainWorkload()
+    recipe: TrainRecipe = TrainRecipe()
+    search: PlanSearch = PlanSearch()
+    rlhf_step: RLHFOptions = RLHFOptions()
+    kernels: TrainKernels = TrainKernels()
+    allow_oom: bool = Field(False, description="Print the forecast of a plan that does not "
+                            "fit in memory (with fits: false and the memory breakdown) "
+                            "instead of refusing it.")
+    outputs: TrainOutputs = TrainOutputs()
+
+
+# --- resolved questions -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResolvedTrain:
+    """One LLM training iteration: the job and the kernel model that prices it."""
+
+    request: TrainRequest
+    job: TrainJob
+    time_model: ExecutionTimeModel
+    inputs: dict[str, Any]
+
+    def execute(self) -> TrainResult:
+        fc = forecast_training(self.job, time_model=self.time_model)
+        _check_fits(fc, self.job.cluster, self.request.allow_oom)
+        result = TrainResult(self.request, self.inputs, fc, self.job, self.time_model)
+        trace_out = self.request.outputs.trace_out
+        if trace_out is not None:
+            from perfcast.report import training_trace
+
+            trace_out.write_text(json.dumps(training_trace(result.schedule())))
+        return result
+
+
+@dataclass(frozen=True)
+class ResolvedTrainSweep:
+    """The plan search: every layout of `num_gpus` GPUs for one model and batch."""
+
+    request: TrainRequest
+    model: ModelSpec
+    machines: Cluster
+    num_gpus: int
+    global_batch: int
+    precision: Precision
+    time_model: ExecutionTimeModel
+    inputs: dict[str, Any]
+
+    def execute(self) -> TrainSweepResult:
+        w, r = self.request.workload, self.request.recipe
+        table = sweep_plans(self.model, self.machines, seq_len=w.seq_len,
+                            global_batch=self.global_batch, num_gpus=self.num_gpus,
+                            precision=self.precision, lora_rank=r.lora_rank,
+                            expert_skew=r.expert_skew, time_model=self.time_model)
+        return TrainSweepResult(self.request, self.inputs, table, self.request.search.top)
+
+
+@dataclass(frozen=True)
+class ResolvedRLHF:
+    """One PPO step of `prompts` prompts, the actor trained with `plan`."""
+
+    request: TrainRequest
+    model: ModelSpec
+    machines: Cluster
+    plan: ParallelPlan
+    prompts: int
+    precision: Precision
+    time_model: ExecutionTimeModel
+    inputs: dict[str, Any]
+
+    def execute(self) -> RLHFResult:
+        q, w = self.request.rlhf_step, self.request.workload
+        step = rlhf_step(self.model, self.machines, prompts=self.prompts,
+                         prompt_tokens=w.seq_len, response_tokens=q.response_tokens,
+                         plan=self.plan, micro_batch=w.micro_batch,
+                         generation_tp=q.generation_tp, precision=self.precision,
+                         recompute=self.request.recipe.recompute, time_model=self.time_model)
+        _check_fits(step.actor, self.machines, self.request.allow_oom)
+        return RLHFResult(self.request, self.inputs, step)
+
+
+@dataclass(frozen=True)
+class ResolvedCNNTrain:
+    """One DDP iteration of a torchvision ResNet."""
+
+    request: TrainRequest
+    model: str
+    machines: Cluster
+    num_gpus: int
+    dtype: str
+    time_model: ExecutionTimeModel
+    inputs: dict[str, Any]
+
+    def execute(self) -> CNNTrainResult:
+        w = self.request.workload
+        fc = forecast_cnn_training(self.model, self.machines, self.num_gpus, w.micro_batch,
+                                   w.global_batch, self.dtype, self.time_model)
+        return CNNTrainResult(self.request, self.inputs, fc)
+
+
+Resolved = ResolvedTrain | ResolvedTrainSweep | ResolvedRLHF | ResolvedCNNTrain
+
+
+def resolve_train(request: TrainRequest) -> Resolved:
+    """Which question the request asks, with its specs and every default chosen."""
+    cnn = request.model.name in CNN_MODELS
+    sweep, rlhf = request.search.sweep, request.rlhf_step.rlhf
+    if sweep and rlhf:
+        raise InputError("rlhf", "--sweep searches plans of one training iteration, not of an "
+                         "RLHF step", "--sweep or --rlhf, not both")
+    _check_trace_out(request.outputs.trace_out, sweep or rlhf or cnn)
+    recipe, w = request.recipe, request.workload
+    if recipe.recompute not in RECOMPUTE:
+        raise InputError("recompute", f"unknown {recipe.recompute!r}", RECOMPUTE)
+    dp, gpus = request.plan.layout()
+    machines = request.hardware.machines(gpus)
+    time_model, info = request.kernels.resolve(machines.device)
+    if cnn:
+        return _resolve_cnn(request, machines, gpus, time_model, info)
+    dtype = recipe.dtype or "bf16"
+    spec = request.model.spec()
+    precision = training_precision(parse_dtype(dtype, "dtype"))
+    stack = request.kernels.stack
+    if stack != "none" and (request.kernels.kernel_model != "calibrated" or rlhf):
+        raise InputError("stack", "a stack profile scales the calibrated kernel model of a "
+                         "training forecast", "--stack none, or --kernel-model calibrated "
+                         "without --rlhf")
+    time_model = stack_time_model(stack, machines.device, time_model)
+    info["stack"] = stack
+    batch = w.global_batch or w.micro_batch * dp
+    inputs = {"model": spec.name, "gpu": machines.device.name, "num_gpus": gpus,
+              "seq_len": w.seq_len, "global_batch": batch, "dtype": dtype,
+              "kernel_model": info}
+    if sweep:
+        return ResolvedTrainSweep(request, spec, machines, gpus, batch, precision, time_model,
+                                  inputs)
+    plan = request.plan.spec(dp, recipe.expert_skew)
+    inputs.update(plan.model_dump(mode="json"), micro_batch=w.micro_batch,
+                  recompute=recipe.recompute, lora_rank=recipe.lora_rank)
+    if rlhf:
+        q = request.rlhf_step
+        inputs.update(response_tokens=q.response_tokens, generation_tp=q.generation_tp)
+        return ResolvedRLHF(request, spec, machines, plan, batch, precision, time_model, inputs)
+    job = TrainJob(model=spec, cluster=machines, plan=plan, seq_len=w.seq_len,
+                   micro_batch=w.micro_batch, global_batch=batch, precision=precision,
+                   recompute=recipe.recompute, lora_rank=recipe.lora_rank)
+    return ResolvedTrain(request, job, time_model, inputs)
+
+
+def _resolve_cnn(request: TrainRequest, machines: Cluster, gpus: int,
+                 time_model: ExecutionTimeModel, info: dict[str, Any]) -> ResolvedCNNTrain:
+    """A ResNet trains data-parallel only: options only transformers take are refused."""
+    model, given, defaults = request.model.name, request.options(), TrainRequest().options()
+    for option in _DDP_ONLY:
+        if given[option] != defaults[option]:
+            raise InputError(option, f"{model} trains data-parallel only (PyTorch DDP)",
+                             f"{defaults[option]!r} (the default) for a CNN")
+    w, dtype = request.workload, request.recipe.dtype or "fp32"
+    inputs = {"model": model, "gpu": machines.device.name, "num_gpus": gpus,
+              "micro_batch": w.micro_batch,
+              "global_batch": w.global_batch or w.micro_batch * gpus, "dtype": dtype,
+              "kernel_model": info}
+    return ResolvedCNNTrain(request, model, machines, gpus, dtype, time_model, inputs)
+
+
+def _check_trace_out(trace_out: Path | None, other_mode: bool) -> None:
+    """--trace-out traces one LLM training iteration, into a new file."""
+    if trace_out is None:
+        return
+    if other_mode:
+        raise InputError("trace_out", "traces one LLM training iteration", "omit it with "
+                         "--sweep, --rlhf or a CNN model")
+    if trace_out.exists():
+        raise InputError("trace_out", f"{trace_out} exists; refusing to overwrite it",
+                         "a new path")
+
+
+def _check_fits(fc: TrainForecast, machines: Cluster, allow_oom: bool) -> None:
+    """A plan whose memory per GPU exceeds the device's is refused unless `allow_oom` (then
+    the forecast says fits=False)."""
+    if not fc.fits and not allow_oom:
+        raise InputError("memory", f"needs {fc.memory_per_gpu_bytes / 1e9:.1f} GB per GPU ("
+                         + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in fc.memory.items())
+                         + f") but {machines.device.name} has {fc.capacity_bytes / 1e9:.1f} GB",
+                         _FIT_HINT)
+
+
+# --- results ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrainResult:
+    """One LLM iteration: the forecast, and the job and kernel model behind it."""
+
+    request: TrainRequest
+    inputs: dict[str, Any]
+    forecast: TrainForecast
+    job: TrainJob
+    time_model: ExecutionTimeModel
+
+    def schedule(self) -> TrainSchedule:
+        """Every pipeline task's simulated start and end (the `--trace-out` timeline)."""
+        from perfcast.report import training_schedule
+
+        return training_schedule(self.job, time_model=self.time_model, forecast=self.forecast)
+
+    def payload(self) -> dict[str, Any]:
+        return {"perfcast_version": __version__, "inputs": self.inputs,
+                **self.forecast.as_dict()}
+
+
+@dataclass(frozen=True, eq=False)
+class TrainSweepResult:
+    """The plan search: every plan searched (`plans`), the `top` fastest that fit."""
+
+    request: TrainRequest
+    inputs: dict[str, Any]
+    plans: pd.DataFrame = field(repr=False)
+    top: int
+
+    @property
+    def fitting(self) -> pd.DataFrame:
+        """The fastest `top` plans that fit in memory."""
+        return self.plans[self.plans["fits"]].head(self.top)
+
+    def payload(self) -> dict[str, Any]:
+        return {"perfcast_version": __version__, "inputs": self.inputs,
+                "plans_searched": len(self.plans),
+                "plans_fitting": int(self.plans["fits"].sum()),
+                "top": self.fitting.to_dict("records")}
+
+
+@dataclass(frozen=True)
+class RLHFResult:
+    """One RLHF PPO step: seconds per phase and the actor's and critic's iterations."""
+
+    request: TrainRequest
+    inputs: dict[str, Any]
+    step: RLHFForecast
+
+    def payload(self) -> dict[str, Any]:
+        return {"perfcast_version": __version__, "inputs": self.inputs, **self.step.as_dict()}
+
+
+@dataclass(frozen=True)
+class CNNTrainResult:
+    """One DDP iteration of a ResNet."""
+
+    request: TrainRequest
+    inputs: dict[str, Any]
+    forecast: CNNTrainForecast
+
+    def payload(self) -> dict[str, Any]:
+        return {"perfcast_version": __version__, "inputs": self.inputs,
+                **self.forecast.as_dict()}
+
+
+def execute_train(resolved: Resolved) -> TrainResult | TrainSweepResult | RLHFResult | (
+        CNNTrainResult):
+    return resolved.execute()
+
+
+register(TrainRequest, resolve_train, execute_train)

@@ -1,0 +1,85 @@
+"""`perfcast.api` for `collective`: the payload is what `perfcast collective --json` prints,
+the request's defaults are the CLI's, and bad input is an InputError naming the option."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from perfcast.api import (
+    CollectiveRequest,
+    CollectiveResult,
+    dump_request,
+    load_request,
+    resolve,
+    run,
+)
+from perfcast.cli import app
+from perfcast.errors import InputError
+
+
+def _cli(*args: str) -> dict:
+    res = CliRunner().invoke(app, ["collective", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def _same(payload: dict) -> dict:
+    return json.loads(json.dumps(payload))
+
+
+def test_payload_is_what_the_cli_prints():
+    request = CollectiveRequest.from_options(op="allgather", num_gpus=16, bytes="64MiB",
+                                             cluster="dgx-h100", nodes=2, algorithm="ring")
+    printed = _cli("--op", "allgather", "--num-gpus", "16", "--bytes", "64MiB", "--cluster",
+                   "dgx-h100", "--nodes", "2", "--algorithm", "ring")
+    assert _same(run(request).payload()) == printed
+
+
+def test_defaults_give_the_cli_number():
+    """Only the required options given: the same algorithm, nodes and time both ways."""
+    request = CollectiveRequest(op="allreduce", num_gpus=8, bytes="1GB", hardware="h100-sxm")
+    result = run(request)
+    assert isinstance(result, CollectiveResult)
+    printed = _cli("--op", "allreduce", "--num-gpus", "8", "--bytes", "1GB", "--gpu",
+                   "h100-sxm")
+    assert result.time_s == printed["time_s"] and result.algorithm == printed["algorithm"]
+    assert request.algorithm == "auto" and request.hardware.nodes is None
+
+
+def test_result_keeps_every_algorithm_time():
+    result = run(CollectiveRequest(op="allreduce", num_gpus=16, bytes="1GiB",
+                                   hardware={"cluster": "dgx-h100"}))
+    chosen = result.algorithm_times_s[result.algorithm]
+    assert chosen == pytest.approx(result.time_s)
+    assert result.busbw_gbps == pytest.approx(result.algbw_gbps * 2 * 15 / 16)
+
+
+def test_resolve_parses_the_size_and_spreads_the_nodes():
+    resolved = resolve(CollectiveRequest(op="sendrecv", num_gpus=2, bytes="1.5 GiB",
+                                         hardware={"gpu": "h100-sxm", "nodes": 2}))
+    assert resolved.size_bytes == 1.5 * 2**30
+    assert resolved.machines.num_nodes == 2 and resolved.machines.gpus_per_node == 1
+
+
+@pytest.mark.parametrize("options, field, text", [
+    ({"op": "allredcue", "gpu": "h100-sxm"}, "op", "did you mean allreduce"),
+    ({"op": "allreduce", "cluster": "dgx-h10"}, "cluster", "did you mean dgx-h100"),
+    ({"op": "allreduce"}, "gpu", "exactly one of --gpu and --cluster"),
+    ({"op": "allreduce", "gpu": "h100-sxm", "nodes": 3}, "nodes", "do not split evenly"),
+    ({"op": "allreduce", "gpu": "h100-sxm", "bytes": "12 parsecs"}, "bytes", "cannot read"),
+    ({"op": "allgather", "gpu": "h100-sxm", "algorithm": "tree"}, "algorithm",
+     "tree does not price"),
+])
+def test_bad_input_names_the_option(options, field, text):
+    with pytest.raises(InputError) as err:
+        run(CollectiveRequest.from_options({"num_gpus": 8, "bytes": "1MB", **options}))
+    assert err.value.field == field and text in str(err.value)
+
+
+def test_request_dumps_and_loads_with_the_option_names():
+    request = CollectiveRequest(op="allreduce", num_gpus=8, bytes="1GB", hardware="h100-sxm")
+    data = dump_request(request)
+    assert data["bytes"] == "1GB" and "message" not in data
+    assert load_request(data) == request
+    assert load_request({"command": "collective", **request.options()}) == request

@@ -105,17 +105,24 @@ class Request(BaseModel):
         nested: dict[str, Any] = {}
         for raw, value in given.items():
             key = str(raw).replace("-", "_")
-            if key not in paths:
-                hint = close_matches(key, paths)
-                problem = f"{cls.command} has no option {raw!r}" + (
-                    f"; did you mean {hint[0]}?" if hint else "")
-                raise InputError(str(raw), problem, sorted(paths))
+            cls.check_option(key, str(raw))
             top, leaf = paths[key]
             if leaf is None:
                 nested[top] = value
             else:
                 nested.setdefault(top, {})[key] = value
         return cls.validated(nested)
+
+    @classmethod
+    def check_option(cls, key: str, field: str | None = None) -> None:
+        """`key` is one of this request's option names, else an InputError naming `field`
+        (default: the key) with the closest names."""
+        paths = cls.option_paths()
+        if key not in paths:
+            hint = close_matches(key, paths)
+            problem = f"{cls.command} has no option {key!r}" + (
+                f"; did you mean {hint[0]}?" if hint else "")
+            raise InputError(field or key, problem, sorted(paths))
 
     @classmethod
     def validated(cls, data: Mapping[str, Any]):

@@ -23,7 +23,7 @@ from perfcast.api._capacity_search import Slo, capacity_search
 from perfcast.api._parallel import choose_backend
 from perfcast.api._prices import gpu_prices
 from perfcast.api._serve import ServeRequest
-from perfcast.errors import InputError, close_matches, from_validation_error
+from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import get_device
 
 __all__ = ["CapacityCandidates", "CapacityProbes", "CapacityRequest", "CapacityResult",
@@ -81,13 +81,8 @@ class CapacityProbes(Group):
         if self.num_requests < 1:
             raise InputError("num_requests", f"{self.num_requests} requests", "an integer >= 1")
         extra = dict(parse_assignment(text, "set", many=False) for text in self.sets or [])
-        known = ServeRequest.option_types()
         for name in extra:
-            if name not in known:
-                hint = close_matches(name, known)
-                problem = f"serve has no option {name!r}" + (
-                    f"; did you mean {hint[0]}?" if hint else "")
-                raise InputError(f"set.{name}", problem, sorted(known))
+            ServeRequest.check_option(name, f"set.{name}")
         clash = sorted(CAPACITY_OWN & set(extra))
         if clash:
             raise InputError(f"set.{clash[0]}", "capacity sets this option itself",

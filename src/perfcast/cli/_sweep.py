@@ -51,13 +51,9 @@ SHOWN_ROWS = 40
 
 
 def _check_names(command: str, options: dict[str, Any], field: str) -> None:
-    known = command_for(command).request.option_types()
+    request = command_for(command).request
     for name in options:
-        if name not in known:
-            hint = close_matches(name, known)
-            problem = f"{command} has no option {name!r}" + (
-                f"; did you mean {hint[0]}?" if hint else "")
-            raise InputError(f"{field}.{name}", problem, sorted(known))
+        request.check_option(name, f"{field}.{name}")
 
 
 def _scenario_base(scenario: Path | None, command: str | None, variant: str | None

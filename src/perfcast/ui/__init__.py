@@ -8,7 +8,7 @@ Importing this package does not import Streamlit.
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path as _Path
 
 from perfcast.ui._forms import (
     MAX_SWEEP_POINTS,
@@ -37,4 +37,4 @@ __all__ = ["APP_PATH", "MAX_SWEEP_POINTS", "TASKS", "Forecast", "breakdown_frame
            "scenario", "scenario_yaml", "sweep_frame", "sweep_points"]
 
 # The Streamlit script `perfcast ui` runs.
-APP_PATH = Path(__file__).with_name("app.py")
+APP_PATH = _Path(__file__).with_name("app.py")

@@ -4,17 +4,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfcast.comm import RingAlphaBeta
 from perfcast.compose import (
+    bucketed_reduction,
     chrome_trace,
     data_parallel_step,
+    group_view,
     kernel_sequence,
     pipeline_step,
+    reduction_end,
     step_time,
     step_timeline,
+    step_times,
 )
 from perfcast.kernels import PhysicsModel, shipped_calibration, step_interval
 from perfcast.ops import eager_ops
-from perfcast.specs import Precision, cluster_for, get_device, get_model
+from perfcast.specs import ParallelPlan, Precision, cluster_for, get_device, get_model
 
 FP32 = Precision.uniform("fp32")
 
@@ -94,3 +99,40 @@ def test_inference_forecast_carries_intervals():
     for key, value in (("ttft_s", f.ttft_s), ("tpot_s", f.tpot_s), ("e2e_s", f.e2e_s)):
         low, high = iv[key]
         assert low < value < high
+
+
+def test_data_parallel_overlap_is_the_one_rule(gpt2_step):
+    """exposed = max(last bucket, all buckets - backward): compute-bound, the last bucket;
+    comm-bound, what outlasts backward (compose.reduction_end, the rule train uses too)."""
+    box = cluster_for(get_device("a100-sxm4-40gb"), 16)
+    backward = float(gpt2_step.ops.loc[gpt2_step.ops["phase"] == "backward", "total_s"].sum())
+    for grad in (1e6, 1e8, 1e11):
+        par = data_parallel_step(gpt2_step, grad, box, 16)
+        every, last = bucketed_reduction(RingAlphaBeta(), box, "allreduce", [grad], [16], [1])
+        assert par.comm_s == pytest.approx(every[0])
+        assert par.exposed_comm_s == pytest.approx(max(last[0], every[0] - backward))
+        end = reduction_end(gpt2_step.time_s, gpt2_step.time_s - backward, every, last)[0]
+        assert par.time_s == pytest.approx(end)
+
+
+def test_a_strided_dp_group_across_nodes_pays_the_network(gpt2_step):
+    """dp=2 ranks tp=8 apart on two 8-GPU nodes sit on different nodes (group_view)."""
+    box = cluster_for(get_device("a100-sxm4-40gb"), 16)
+    near = data_parallel_step(gpt2_step, 1e9, box, 2)
+    apart = data_parallel_step(gpt2_step, 1e9, box, 2, stride=8)
+    assert apart.comm_s > near.comm_s
+    assert group_view(box, 2, 8).gpus_per_node == 1 and group_view(box, 2, 1) == box
+
+
+def test_steps_priced_together_equal_steps_priced_alone():
+    box = cluster_for(get_device("h100-sxm"), 2)
+    model = PhysicsModel(shipped_calibration())
+    tables = [eager_ops(get_model("gpt2"), b, 128, "training", FP32, ParallelPlan(tp=2))
+              for b in (1, 4)]
+    together = step_times(tables, box, "eager", time_model=model)
+    for table, step in zip(tables, together, strict=True):
+        alone = step_time(table, box, "eager", time_model=model)
+        assert (step.time_s, step.comm_s, step.interval_s) == (alone.time_s, alone.comm_s,
+                                                               alone.interval_s)
+        assert step.ops["time_s"].equals(alone.ops["time_s"])
+    assert step_times(tables, box, time_model=model, intervals=False)[0].interval_s is None

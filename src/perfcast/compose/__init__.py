@@ -12,8 +12,12 @@ from perfcast.compose._inference import InferenceForecast, forecast_inference
 from perfcast.compose._parallel import (
     DDP_BUCKET_BYTES,
     ParallelStep,
+    bucketed_reduction,
     data_parallel_step,
+    group_collective,
+    group_view,
     pipeline_step,
+    reduction_end,
 )
 from perfcast.compose._rag import RAGForecast, forecast_rag
 from perfcast.compose._serving_step import BatchStats, ServingStepModel
@@ -21,11 +25,14 @@ from perfcast.compose._step import (
     EAGER_DISPATCH_S,
     Execution,
     StepForecast,
+    TieredTimeModel,
     kernel_sequence,
     model_tier,
     step_time,
+    step_times,
 )
 from perfcast.compose._trace import chrome_trace, step_timeline
+from perfcast.compose._training import TRAINING_EXECUTION, training_step, training_step_ops
 
 __all__ = [
     "BatchStats", "ServingStepModel",
@@ -35,4 +42,6 @@ __all__ = [
     "kernel_sequence", "model_tier", "step_time", "step_timeline",
     "DIFFUSION_DTYPES", "DiffusionForecast", "forecast_diffusion", "vae_dtype",
     "RAGForecast", "forecast_rag",
+    "TRAINING_EXECUTION", "TieredTimeModel", "bucketed_reduction", "group_collective",
+    "group_view", "reduction_end", "step_times", "training_step", "training_step_ops",
 ]

@@ -9,8 +9,10 @@ and compute share the thread, so eager time is Σ(t_i + d).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -19,10 +21,10 @@ from perfcast.comm import CollectiveModel, RingAlphaBeta
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, RooflineModel, step_interval
 from perfcast.ops import COMM_FAMILIES
-from perfcast.specs import Cluster
+from perfcast.specs import Cluster, Device
 
-__all__ = ["EAGER_DISPATCH_S", "Execution", "StepForecast", "kernel_sequence", "model_tier",
-           "step_time"]
+__all__ = ["EAGER_DISPATCH_S", "Execution", "StepForecast", "TieredTimeModel",
+           "kernel_sequence", "model_tier", "step_time", "step_times"]
 
 # Host cost of one eager PyTorch op (Python, ATen dispatch, cudaLaunchKernel): the median
 # launch term fitted on NeuSight's CUDA-event-timed single ops (shipped calibration,
@@ -96,6 +98,18 @@ def step_time(ops: pd.DataFrame, cluster: Cluster, execution: Execution | str = 
               dispatch_s: float | None = None) -> StepForecast:
     """step = kernels and collectives in issue order, the host->GPU queue when eager, plus
     `host_s` of engine work between steps (not overlapped)."""
+    return step_times([ops], cluster, execution, host_s, time_model, comm_model, dispatch_s)[0]
+
+
+def step_times(tables: Sequence[pd.DataFrame], cluster: Cluster,
+               execution: Execution | str = "cuda-graph", host_s: float = 0.0,
+               time_model: ExecutionTimeModel | None = None,
+               comm_model: CollectiveModel | None = None,
+               dispatch_s: float | None = None, *, intervals: bool = True
+               ) -> list[StepForecast]:
+    """`step_time` of each op table, the tables priced together in one kernel-model call and
+    one collective-model call (a sweep's distinct steps at once); `intervals=False` leaves
+    the 90% intervals out (None), for callers that use the times only."""
     try:
         execution = Execution(execution)
     except ValueError:
@@ -103,16 +117,38 @@ def step_time(ops: pd.DataFrame, cluster: Cluster, execution: Execution | str = 
                          [e.value for e in Execution]) from None
     if dispatch_s is not None and not dispatch_s >= 0:
         raise InputError("dispatch_s", f"must be >= 0 seconds, got {dispatch_s}", ">= 0")
+    if not tables:
+        return []
     time_model = time_model or RooflineModel()
     comm_model = comm_model or RingAlphaBeta()
-    device = cluster.device
+    ops = tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
+    times = _prices(ops, cluster, time_model, comm_model)
+    bounds = np.cumsum([0, *(len(t) for t in tables)])
+    return [_step(t, times[a:b], cluster, execution, host_s, time_model if intervals else None,
+                  dispatch_s) for t, a, b in zip(tables, bounds[:-1], bounds[1:], strict=True)]
+
+
+def _prices(ops: pd.DataFrame, cluster: Cluster, time_model: ExecutionTimeModel,
+            comm_model: CollectiveModel) -> np.ndarray:
+    """Seconds of one instance of each row: kernels by the time model, collectives by the
+    collective model."""
     fam = ops["family"].to_numpy(dtype=object)
     comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
-    times = np.asarray(time_model.kernel_times(ops, device), dtype=float)
+    times = np.asarray(time_model.kernel_times(ops, cluster.device), dtype=float)
     if comm.any():
         times = times.copy()
         times[comm] = comm_model.collective_times(
             fam[comm], ops["m"].to_numpy()[comm], ops["n"].to_numpy()[comm], cluster)
+    return times
+
+
+def _step(ops: pd.DataFrame, times: np.ndarray, cluster: Cluster, execution: Execution,
+          host_s: float, time_model: ExecutionTimeModel | None,
+          dispatch_s: float | None) -> StepForecast:
+    """One step from its priced rows (module docstring); the interval from `time_model`'s
+    tier (None: no interval)."""
+    device = cluster.device
+    comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
     counts = ops["count"].to_numpy(dtype=float)
     kernel_s = float(np.sum(np.where(comm, 0.0, times) * counts))
     comm_s = float(np.sum(np.where(comm, times, 0.0) * counts))
@@ -125,16 +161,23 @@ def step_time(ops: pd.DataFrame, cluster: Cluster, execution: Execution | str = 
         else:
             launch_s = max(_eager_end_s(times[kernel_sequence(ops)], d) - busy, 0.0)
     priced = ops.assign(time_s=times, total_s=times * counts)
-    tier = model_tier(time_model, device)
+    tier = model_tier(time_model, device) if time_model is not None else None
     interval = step_interval(priced, tier, fixed_s=launch_s + host_s) if tier else None
     return StepForecast(time_s=busy + launch_s + host_s, kernel_s=kernel_s, comm_s=comm_s,
                         launch_s=launch_s, host_s=host_s, ops=priced, interval_s=interval)
 
 
-def model_tier(time_model: ExecutionTimeModel, device) -> str | None:
+@runtime_checkable
+class TieredTimeModel(ExecutionTimeModel, Protocol):
+    """A kernel time model with an error record: its uncertainty tier on a device
+    (`kernels.PhysicsModel`: target-measured or cross-generation)."""
+
+    def tier(self, device: Device) -> str: ...
+
+
+def model_tier(time_model: ExecutionTimeModel, device: Device) -> str | None:
     """The uncertainty tier of a time model on a device: the calibrated model's own tier,
     'roofline' for the plain roofline, None for models perfcast has no error record of."""
     if isinstance(time_model, RooflineModel):
         return "roofline"
-    tier = getattr(time_model, "tier", None)
-    return tier(device) if callable(tier) else None
+    return time_model.tier(device) if isinstance(time_model, TieredTimeModel) else None

@@ -23,6 +23,7 @@ from perfcast.serve._config import ServeConfig
 from perfcast.serve._engine import _Simulation, step_model_for
 from perfcast.serve._events import EventQueue
 from perfcast.serve._metrics import ServeResult
+from perfcast.serve._step_model import StepTimeModel
 from perfcast.specs import Cluster
 
 __all__ = ["simulate_colocated"]
@@ -98,7 +99,8 @@ def _split(name: str, values, n: int) -> list[float]:
 def simulate_colocated(configs: list[ServeConfig], workloads: list, *,
                        sharing: Literal["time-slice", "mps"] = "time-slice",
                        memory_split=None, compute_split=None, seed: int = 0,
-                       step_models: list | None = None) -> list[ServeResult]:
+                       step_models: list[StepTimeModel] | None = None
+                       ) -> list[ServeResult]:
     """One ServeResult per model (module docstring). `step_models`: one per model for
     time-slicing (built from each config by default; MPS builds its partitioned ones)."""
     n = len(configs)

@@ -1,4 +1,5 @@
-"""Seconds per engine step for the simulator, from `perfcast.compose.ServingStepModel`.
+"""Seconds per engine step for the simulator, from a step model (`StepTimeModel`; the
+shipped one is `perfcast.compose.ServingStepModel`).
 
 Decode batches are described by (sequences, total context): for a model without a sliding
 window that is all a step's time depends on, so an equal-split context tuple stands in for
@@ -6,9 +7,9 @@ the batch (O(1) Python whatever its size). Runs of decode-only steps (`decode_ru
 priced at a few points: a run's step time is piecewise linear in the step index (multilinear
 grid interpolation, context growing by one token per sequence per step), so the run is
 bisected until each piece is linear and filled in between with numpy. With a
-`ServingStepModel` (no sliding window, one stage, CUDA graphs) `fast` is set: steps are priced
+`StatsStepTimeModel` (no sliding window, one stage, CUDA graphs) `fast` is set: steps are priced
 from their six statistics (`stats_s`, no context tuples) and a run's steps one by one, exactly,
-by `ServingStepModel.decode_run_s` up to the horizon (see `Stepper._fast_run`).
+by the model's `decode_run_s` up to the horizon (see `Stepper._fast_run`).
 
 Pipeline parallelism (pp > 1): the batch is split into m = min(pp, sequences) micro-batches
 that keep the stages busy (vLLM's virtual engines); a step then takes max(sum of stage times
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfcast.compose import BatchStats, ServingStepModel, host_overhead_s
+from perfcast.compose import BatchStats, host_overhead_s
+from perfcast.errors import InputError
 from perfcast.ops import Batch
 from perfcast.serve._config import ServeConfig
+from perfcast.serve._step_model import StatsStepTimeModel, StepTimeModel
 
 __all__ = ["StepCost"]
 
@@ -37,15 +40,19 @@ def _equal_split(n: int, total: int) -> tuple[int, ...]:
 class StepCost:
     """Step seconds for one replica's batches (prefill chunks + a decode set)."""
 
-    def __init__(self, config: ServeConfig, model: ServingStepModel):
+    def __init__(self, config: ServeConfig, model: StepTimeModel):
         self.model = model
         self.pp, self.tp, self.host = config.pp, config.tp, config.host
         self.windowed = config.model_spec.sliding_window is not None
         self.scalar = config.pp == 1 and config.execution == "cuda-graph"
+        stats = isinstance(model, StatsStepTimeModel)
+        if not stats and (not self.scalar or config.spec_k):
+            raise InputError("step_model", f"{type(model).__name__} prices single steps only; "
+                             "pipeline stages, eager execution and speculative decoding need "
+                             "a StatsStepTimeModel", "perfcast.serve.step_model_for(config)")
         # statistics straight to the model (no context tuples) and whole decode runs in one
         # vectorised call: needs the model's stats API and no sliding window
-        self.fast = self.scalar and not self.windowed and hasattr(model, "stats_time_s") \
-            and hasattr(model, "decode_run_s")
+        self.fast = self.scalar and not self.windowed and stats
 
     def step_s(self, prefill_tokens: tuple[int, ...], prefill_context: tuple[int, ...],
                decode_context: tuple[int, ...]) -> float:
@@ -70,7 +77,7 @@ class StepCost:
         m = min(self.pp, len(pt) + len(dc))
         host = host_overhead_s(self.host, len(pt) + len(dc), self.tp)
         gpu = max(float(stages.sum()) / m, float(stages.max()))
-        return max(gpu, host) if getattr(self.model, "host_overlap", False) else gpu + host
+        return max(gpu, host) if self.model.host_overlap else gpu + host
 
     def decode_run_s(self, step_s, k: int) -> np.ndarray:
         """Seconds of steps 0..k-1 of a decode-only run, `step_s(j)` the j-th step's time,

@@ -26,6 +26,7 @@ from perfcast.ops import kv_bytes_per_token
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._engine import simulate
 from perfcast.serve._metrics import ServeResult, _stats
+from perfcast.serve._step_model import StepTimeModel
 from perfcast.serve._workload import Workload
 from perfcast.specs import Link, ParallelPlan
 
@@ -91,8 +92,9 @@ def _check(prefill: ServeConfig, decode: ServeConfig, workload: Workload) -> Non
 
 
 def simulate_disaggregated(prefill: ServeConfig, decode: ServeConfig, workload: Workload, *,
-                           link: Link | None = None, seed: int = 0, prefill_step_model=None,
-                           decode_step_model=None) -> DisaggResult:
+                           link: Link | None = None, seed: int = 0,
+                           prefill_step_model: StepTimeModel | None = None,
+                           decode_step_model: StepTimeModel | None = None) -> DisaggResult:
     """Serve `workload` with prefill and decode on separate pools (module docstring); step
     models as `simulate` takes them (built from each pool's config by default)."""
     _check(prefill, decode, workload)

@@ -24,6 +24,7 @@ from perfcast.serve._prefix import PrefixCache
 from perfcast.serve._schedulers import make_scheduler
 from perfcast.serve._spec import SpecDecoding, expected_tokens, spec_memory
 from perfcast.serve._state import Replica, Requests
+from perfcast.serve._step_model import StepTimeModel
 from perfcast.serve._stepper import Stepper
 from perfcast.specs import Cluster
 
@@ -61,15 +62,16 @@ def _draft_model(config: ServeConfig) -> ServingStepModel | None:
 
 
 def simulate(config: ServeConfig, workload, *, seed: int = 0,
-             step_model: ServingStepModel | None = None, timeline: bool = False) -> ServeResult:
+             step_model: StepTimeModel | None = None, timeline: bool = False) -> ServeResult:
     """Serve `workload` (a `Workload`) on `config`'s deployment. `seed` drives the routers'
-    tie-breaks; `timeline` keeps every step (for timelines and the trace)."""
+    tie-breaks; `timeline` keeps every step (for timelines and the trace); `step_model`
+    prices the steps (default `step_model_for(config)`)."""
     return _Simulation(config, workload, seed, step_model, timeline).run()
 
 
 class _Simulation:
-    def __init__(self, config: ServeConfig, workload, seed: int, step_model, timeline: bool,
-                 queue=None, device=None):
+    def __init__(self, config: ServeConfig, workload, seed: int,
+                 step_model: StepTimeModel | None, timeline: bool, queue=None, device=None):
         self.config = config
         self.memory = spec_memory(config, plan_memory(config))
         self.req = Requests(workload.arrival_s, workload.prompt_tokens, workload.output_tokens,

@@ -28,6 +28,7 @@ from perfcast.errors import InputError
 from perfcast.ops import kv_bytes_per_token, weight_bytes_per_gpu
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._kv import MemoryPlan
+from perfcast.serve._step_model import StatsStepTimeModel
 from perfcast.specs import get_model
 
 __all__ = ["SpecDecoding", "SpecDraws", "expected_tokens", "spec_memory",
@@ -89,11 +90,11 @@ def spec_memory(config: ServeConfig, memory: MemoryPlan) -> MemoryPlan:
 class SpecDecoding:
     """What the stepper needs: k, each replica's yield draws, and the step pricing."""
 
-    def __init__(self, config: ServeConfig, draft_model, seed: int):
+    def __init__(self, config: ServeConfig, draft_model: StatsStepTimeModel | None, seed: int):
         self.k = config.spec_k
         self.rates = config.spec_rates
         self.draws = [SpecDraws(self.rates, seed, i) for i in range(config.replicas)]
-        self.draft = draft_model  # a ServingStepModel, or None when draft-free
+        self.draft = draft_model  # None when draft-free
 
     def price(self, cost, pt: float, ps: float, pk: float, pairs: float, n: int,
               cached_keys: float) -> float:

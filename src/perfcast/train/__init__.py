@@ -1,6 +1,10 @@
 """Training iterations at any scale: data, tensor, sequence, context, pipeline and expert
 parallelism, ZeRO/FSDP, pipeline schedules, recomputation, FP8 and LoRA; time per
-iteration with its breakdown, memory per GPU, MFU; the plan search; RLHF PPO steps."""
+iteration with its breakdown, memory per GPU, MFU; the plan search; RLHF PPO steps.
+
+Each micro-batch's forward and backward is a step composed by `perfcast.compose`
+(`compose.training_step`); this package adds the pipeline schedule, the collectives in
+their groups, the gradient reduction (`compose.reduction_end`), the optimizer and memory."""
 
 from perfcast.train._cnn import CNNTrainForecast, cnn_training_ops, forecast_cnn_training
 from perfcast.train._engine import PipelineTasks, pipeline_tasks

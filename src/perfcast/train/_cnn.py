@@ -3,8 +3,8 @@ kernels, SGD with momentum. The setting of scenario X4 and of the classic DP-sca
 
 One iteration per GPU: `accumulation` micro-batches of forward + backward, then the optimizer
 step. DDP all-reduces the fp32 gradients in 25 MB buckets while the last micro-batch's backward
-runs (`compose.data_parallel_step`: what outlasts backward, plus the last bucket, is exposed);
-earlier micro-batches skip the all-reduce (`no_sync`).
+runs (`compose.data_parallel_step`: the last bucket, or what outlasts backward if that is
+more, is exposed); earlier micro-batches skip the all-reduce (`no_sync`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
 """Training iterations of many plans of one model on one cluster, forecast together.
 
-Per plan: one layer's kernels and inline collectives (perfcast.train._parts) become each
+Per plan: each distinct micro-batch is a step composed by `perfcast.compose`
+(`training_step_ops` priced by `step_times`, perfcast.train._layer); its layer parts' kernels
+and the inline collectives priced in their groups (perfcast.train._parts) become each
 pipeline task's duration; the schedule is simulated (perfcast.train._schedule) with and
-without p2p sends; each stage then reduces its gradients in buckets overlapped with its
-last backward (every micro-batch's under ZeRO-2), steps the optimizer on its shard and,
-under ZeRO-1/2, all-gathers the updated parameters. The iteration ends when the last stage
-does. Plans sharing a schedule graph (kind, p, m, v) are simulated in one vectorised pass.
+without p2p sends; each stage then reduces its gradients in buckets overlapped with its last
+backward (every micro-batch's under ZeRO-2; `compose.reduction_end`, the rule `perfcast step
+--dp` uses too), steps the optimizer on its shard and, under ZeRO-1/2, all-gathers the
+updated parameters. The iteration ends when the last stage does. Plans sharing a schedule
+graph (kind, p, m, v) are simulated in one vectorised pass.
 
 The breakdown attributes time so that its parts sum to the iteration: compute and inline
 communication of the busiest stage, the bubble (the pipeline's makespan without sends
@@ -21,9 +24,9 @@ from functools import cache
 import numpy as np
 
 from perfcast.comm import CollectiveModel
+from perfcast.compose import group_collective
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.specs import ModelSpec, bytes_per_element
-from perfcast.train._comm import collective
 from perfcast.train._job import RECOMPUTE, TrainJob
 from perfcast.train._layer import LayerKey, price_layers
 from perfcast.train._memory import state_bytes_per_param
@@ -86,7 +89,7 @@ def _price(jobs: list[TrainJob], time_model: ExecutionTimeModel, comm: Collectiv
     precision, lora = first.precision_or_default, first.lora_rank
     plans = plan_arrays(jobs)
     keys = [LayerKey.of(j.plan, j.micro_batch, j.seq_len) for j in jobs]
-    costs = price_layers(keys, model, cluster.device, precision, lora, time_model)
+    costs = price_layers(keys, model, cluster, precision, lora, time_model, comm)
     moe_tp = np.array([max(k.tp * k.ep_dp // k.ep, 1) if k.ep > 1 else k.tp for k in keys])
     plans["moe_tp"], plans["ep_dp"] = moe_tp, np.array([k.ep_dp for k in keys])
     state = state_bytes_per_param(precision)
@@ -159,6 +162,6 @@ def _pp_send(plans: dict[str, np.ndarray], model: ModelSpec, cluster, comm: Coll
     message = message / np.where(plans["sp"], plans["tp"], 1)
     apart = plans["tp"] * plans["cp"] * plans["dp"]
     stride = np.where(apart >= cluster.gpus_per_node, cluster.gpus_per_node, 1)
-    return collective(comm, cluster, "sendrecv", message, np.where(plans["pp"] > 1, 2, 1),
-                      stride)
+    return group_collective(comm, cluster, "sendrecv", message,
+                            np.where(plans["pp"] > 1, 2, 1), stride)
 

@@ -1,6 +1,8 @@
 """One transformer layer's kernels per micro-batch, priced once per layer shape.
 
-A plan's compute is (layers on a stage) x (one layer's forward and backward) plus the
+Each shape's micro-batch is a step composed by `perfcast.compose` (`training_step_ops`
+priced by `step_times`); this module splits its priced rows by layer part and phase. A
+plan's compute is (layers on a stage) x (one layer's forward and backward) plus the
 embedding on the first stage and the LM head on the last, so the kernel model runs once per
 distinct (tp, sp, cp, ep, micro-batch, seq_len) — not once per plan. Layer shapes missing
 from the memo are priced together in one vectorised kernel-model call; results are kept per
@@ -13,11 +15,12 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from perfcast.comm import CollectiveModel
+from perfcast.compose import TRAINING_EXECUTION, StepForecast, step_times, training_step_ops
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.ops import COLUMNS, COMM_FAMILIES, training_ops
-from perfcast.specs import Device, ModelSpec, ParallelPlan, Precision, bytes_per_element
+from perfcast.ops import COMM_FAMILIES
+from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
 
 __all__ = ["LayerCost", "LayerKey", "price_layers"]
 
@@ -78,54 +81,32 @@ def _memo_for(time_model: ExecutionTimeModel, context: tuple) -> dict:
     return memo
 
 
-def price_layers(keys: list[LayerKey], model: ModelSpec, device: Device, precision: Precision,
-                 lora_rank: int | None, time_model: ExecutionTimeModel) -> list[LayerCost]:
-    """LayerCost of each key (memoised; missing keys priced in one kernel-model call)."""
+def price_layers(keys: list[LayerKey], model: ModelSpec, cluster: Cluster,
+                 precision: Precision, lora_rank: int | None, time_model: ExecutionTimeModel,
+                 comm_model: CollectiveModel) -> list[LayerCost]:
+    """LayerCost of each key (memoised): the missing keys' micro-batches composed by
+    `compose.step_times` in one pass (their kernels in one kernel-model call)."""
+    device = cluster.device
     context = (model.model_dump_json(), device.model_dump_json(),
                precision.model_dump_json(), lora_rank)
     memo = _memo_for(time_model, context)
     missing = list(dict.fromkeys(k for k in keys if k not in memo))
     if missing:
-        tables = [_with_loss(training_ops(model, k.micro_batch, k.seq_len, precision, k.plan(),
-                                          lora_rank=lora_rank, optimizer=False), precision)
-                  for k in missing]
-        sizes = [len(t) for t in tables]
-        ops = pd.concat(tables, ignore_index=True)[COLUMNS]
-        times = np.asarray(time_model.kernel_times(ops, device), dtype=float)
-        start = 0
-        for key, table, n in zip(missing, tables, sizes, strict=True):
-            memo[key] = _cost(table, times[start:start + n])
-            start += n
+        tables = [training_step_ops(model, k.micro_batch, k.seq_len, precision, k.plan(),
+                                    lora_rank=lora_rank) for k in missing]
+        steps = step_times(tables, cluster, TRAINING_EXECUTION, time_model=time_model,
+                           comm_model=comm_model, intervals=False)
+        for key, step in zip(missing, steps, strict=True):
+            memo[key] = _cost(step)
     return [memo[k] for k in keys]
 
 
-def _with_loss(table: pd.DataFrame, precision: Precision) -> pd.DataFrame:
-    """Replace the head's one-pass sampling row by the training loss as eager PyTorch runs
-    it: autocast computes cross-entropy in fp32 (PyTorch autocast op reference: log_softmax
-    and nll_loss autocast to float32), so 16-bit logits are cast up, log-softmaxed, and in
-    backward the one-hot gradient is filled, pushed through log-softmax and cast back."""
-    head = table[(table["family"] == "sampling") & (table["layer"] == "head")]
-    if head.empty:
-        return table
-    tokens, vocab = float(head["m"].iloc[0]), float(head["n"].iloc[0])
-    elems = tokens * vocab
-    narrow = bytes_per_element(precision.vector_math)
-    rows = [("forward", "logits_to_fp32", "elementwise", narrow, 4.0, 1.0),
-            ("forward", "log_softmax", "softmax", 4.0, 4.0, 5.0),
-            ("backward", "nll_loss_bwd", "elementwise", 0.0, 4.0, 1.0),
-            ("backward", "log_softmax_bwd", "softmax", 8.0, 4.0, 3.0),
-            ("backward", "grad_to_input_dtype", "elementwise", 4.0, narrow, 1.0)]
-    if narrow >= 4:  # fp32 training: no casts
-        rows = [r for r in rows if r[1] not in ("logits_to_fp32", "grad_to_input_dtype")]
-    loss = pd.DataFrame([{"layer": "head", "op": op, "family": fam, "phase": phase, "b": 1,
-                          "m": tokens, "n": vocab, "k": 0.0, "flops": f * elems,
-                          "bytes_read": r * elems, "bytes_written": w * elems, "dtype": "fp32",
-                          "count": 1} for phase, op, fam, r, w, f in rows], columns=COLUMNS)
-    return pd.concat([table.drop(index=head.index), loss], ignore_index=True)
-
-
-def _cost(table: pd.DataFrame, times: np.ndarray) -> LayerCost:
-    """Sum one instance of each part's kernels per phase (row counts are layer counts)."""
+def _cost(step: StepForecast) -> LayerCost:
+    """Sum one instance of each part's kernels per phase (row counts are layer counts). The
+    collectives are kept as (message, group) rows, not at the step's flat price: train
+    prices them in their groups (strided views, expert skew, perfcast.train._parts)."""
+    table = step.ops
+    times = table["time_s"].to_numpy(dtype=float)
     part = table["layer"].to_numpy(dtype=object)
     phase = table["phase"].to_numpy(dtype=object)
     family = table["family"].to_numpy(dtype=object)

@@ -27,9 +27,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from perfcast.compose import DDP_BUCKET_BYTES
 from perfcast.ops._memory import NCCL_BYTES, RUNTIME_BYTES
 from perfcast.specs import ModelSpec, Precision, bytes_per_element
-from perfcast.train._comm import BUCKET_BYTES
 from perfcast.train._schedule import Schedule, held
 
 __all__ = ["MEMORY_KINDS", "activation_bytes_per_layer", "nccl_bytes", "stage_memory",
@@ -172,7 +172,7 @@ def _buffers(plans, params, state, model, precision, tokens, has_moe) -> np.ndar
     own per communicator."""
     tp, cp, dp, pp, ep, zero = (plans[k] for k in ("tp", "cp", "dp", "pp", "ep", "zero"))
     shard = dp * cp
-    out = np.where((shard > 1) & (zero < 3), 2.0 * BUCKET_BYTES, 0.0)
+    out = np.where((shard > 1) & (zero < 3), 2.0 * DDP_BUCKET_BYTES, 0.0)
     layer = np.maximum(params["layer"], params["moe_dense"] + params["moe_experts"])
     trained = np.maximum(params["train_layer"], params["train_moe"])
     out += np.where(zero == 3, 2 * layer * state["gathered"] + trained * state["gradients"],

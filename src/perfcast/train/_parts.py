@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfcast.comm import CollectiveModel
+from perfcast.compose import group_collective
 from perfcast.ops._training import lora_adapters
 from perfcast.specs import Cluster, ModelSpec, Precision, bytes_per_element
-from perfcast.train._comm import collective
 from perfcast.train._layer import LayerCost, LayerKey
 
 __all__ = ["INLINE_KINDS", "LAYER_PARTS", "Parts", "layer_parts", "params_per_gpu"]
@@ -88,8 +88,8 @@ def _intra(keys: list[LayerKey], costs: list[LayerCost], model: ModelSpec, clust
     out: dict = {}
     for fam in {r[3] for r in rows}:
         sel = [r for r in rows if r[3] == fam]
-        secs = collective(comm, cluster, fam, np.array([r[4] for r in sel]),
-                          np.array([r[5] for r in sel]), np.array([r[6] for r in sel]))
+        secs = group_collective(comm, cluster, fam, np.array([r[4] for r in sel]),
+                                np.array([r[5] for r in sel]), np.array([r[6] for r in sel]))
         for r, t in zip(sel, secs, strict=True):
             arr = out.setdefault((r[1], r[2], r[7]), np.zeros(len(keys)))
             arr[r[0]] += t
@@ -98,8 +98,8 @@ def _intra(keys: list[LayerKey], costs: list[LayerCost], model: ModelSpec, clust
     cp = np.array([k.cp for k in keys])
     crosses = np.array([k.tp * k.cp > cluster.gpus_per_node for k in keys])
     # a ring that spans nodes is as slow as its inter-node hop: price a hop between nodes
-    out["cp_hop"] = collective(comm, cluster, "sendrecv", kv, np.where(cp > 1, 2, 1),
-                               np.where(crosses, cluster.gpus_per_node, 1))
+    out["cp_hop"] = group_collective(comm, cluster, "sendrecv", kv, np.where(cp > 1, 2, 1),
+                                     np.where(crosses, cluster.gpus_per_node, 1))
     return out
 
 
@@ -171,9 +171,10 @@ def _zero3(part: str, exposed: dict, total: dict, plans: dict[str, np.ndarray],
         held = params["moe_dense"] + params["moe_experts"]
         trained = params["train_moe"] + params["moe_experts"] * params["full_finetune"]
     group, stride = plans["dp"] * plans["cp"], plans["tp"]
-    ag = on * collective(comm, cluster, "allgather", held * state["gathered"], group, stride)
-    rs = on * collective(comm, cluster, "reducescatter", trained * state["gradients"], group,
-                         stride)
+    ag = on * group_collective(comm, cluster, "allgather", held * state["gathered"], group,
+                               stride)
+    rs = on * group_collective(comm, cluster, "reducescatter", trained * state["gradients"],
+                               group, stride)
     busy_f = sum(exposed[(part, k)][0] for k in ("compute", "tp", "sp", "cp", "ep_alltoall"))
     busy_b = sum(exposed[(part, k)][1] for k in ("compute", "tp", "sp", "cp", "ep_alltoall"))
     over_b = np.maximum(ag + rs - busy_b, 0.0)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from perfcast.comm import CollectiveModel
+from perfcast.compose import bucketed_reduction, group_collective, reduction_end
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.specs import Cluster, ModelSpec, Precision
-from perfcast.train._comm import bucketed, collective
 from perfcast.train._memory import stage_memory
 from perfcast.train._optimizer import adam_seconds
 from perfcast.train._parts import INLINE_KINDS, Parts
@@ -141,16 +141,15 @@ def _gradient_sync(sc, start, end, stage, plans, state, cluster, comm) -> dict[s
             continue
         for held, group, stride in ((stage["dense_train"], shard, stride_d),
                                     (stage["expert_train"], edp, stride_e)):
-            t, one = bucketed(comm, cluster, kind, held[rows] * grad, group[rows],
-                              stride[rows])
+            t, one = bucketed_reduction(comm, cluster, kind, held[rows] * grad, group[rows],
+                                        stride[rows])
             total[rows] += t
             last_bucket[rows] = np.maximum(last_bucket[rows], one)
     total *= np.where(zero == 2, plans["m"][:, None], 1)
     stage_end = end[:, sc.order[:, -1]]
     window = np.where(zero == 2, _first_backward(sc, start),
                       start[:, sc.final_backward].min(axis=2))
-    sync_end = np.where(total > 0, np.maximum(stage_end + last_bucket, window + total),
-                        stage_end)
+    sync_end = reduction_end(stage_end, window, total, last_bucket)
     sharded = zero >= 1
     opt_params = (stage["dense_train"] / np.where(sharded, shard, 1)
                   + stage["expert_train"] / np.where(sharded, edp, 1))
@@ -159,9 +158,9 @@ def _gradient_sync(sc, start, end, stage, plans, state, cluster, comm) -> dict[s
     if post.any():
         for held, group, stride in ((stage["dense_train"], shard, stride_d),
                                     (stage["expert_train"], edp, stride_e)):
-            gather[post] += collective(comm, cluster, "allgather",
-                                       held[post] * state["gathered"], group[post],
-                                       stride[post])
+            gather[post] += group_collective(comm, cluster, "allgather",
+                                             held[post] * state["gathered"], group[post],
+                                             stride[post])
     return {"end": sync_end, "stage_end": stage_end, "reduce": total, "allgather": gather,
             "optimizer_params": opt_params, "gradient_bytes": (stage["dense_train"]
                                                               + stage["expert_train"]) * grad}

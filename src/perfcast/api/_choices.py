@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from perfcast.api._base import Group
+from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.errors import InputError
 from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
 from perfcast.specs import (
@@ -28,8 +29,8 @@ from perfcast.specs import (
 )
 
 __all__ = ["ACTIVATION_QUANT", "KERNEL_MODELS", "Hardware", "KernelChoice", "ModelChoice",
-           "PrecisionChoice", "ServingPrecision", "kernel_model", "machines_for",
-           "never_overwrite", "precision_spec"]
+           "PrecisionChoice", "ServingPrecision", "collective_model", "kernel_model",
+           "machines_for", "never_overwrite", "precision_spec"]
 
 KERNEL_MODELS = ("calibrated", "roofline")
 ACTIVATION_QUANT = ("separate", "fused")
@@ -111,6 +112,12 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
     if device is not None:
         info["tier"] = model.tier(device)
     return model, info
+
+
+def collective_model() -> CollectiveModel:
+    """The collective model every multi-GPU forecast prices with: NCCL's algorithm choice
+    over the cluster's levels, fitted on measured NCCL (`perfcast.comm`)."""
+    return default_collective_model()
 
 
 class PrecisionChoice(Group):

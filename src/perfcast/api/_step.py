@@ -17,7 +17,8 @@ from pydantic import Field, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import KernelChoice, ModelChoice, never_overwrite
+from perfcast.api._choices import KernelChoice, ModelChoice, collective_model, never_overwrite
+from perfcast.comm import CollectiveModel
 from perfcast.compose import (
     Execution,
     ParallelStep,
@@ -132,6 +133,7 @@ class ResolvedStep:
     dtype: DType
     time_model: ExecutionTimeModel
     kernel_info: dict[str, Any]
+    comm_model: CollectiveModel
 
 
 def resolve_step(request: StepRequest) -> ResolvedStep:
@@ -148,7 +150,8 @@ def resolve_step(request: StepRequest) -> ResolvedStep:
     dtype = parse_dtype(request.precision.dtype, "dtype")
     machines = cluster_for(get_device(request.hardware.gpu), gpus)
     time_model, info = request.kernels.resolve(machines.device)
-    return ResolvedStep(request, spec, machines, gpus, dtype, time_model, info)
+    return ResolvedStep(request, spec, machines, gpus, dtype, time_model, info,
+                        collective_model())
 
 
 @dataclass(frozen=True)
@@ -203,10 +206,11 @@ def _parallel(r: ResolvedStep, one: StepForecast) -> ParallelStep | None:
     activations sent across each stage boundary."""
     p, w = r.request.plan, r.request.workload
     if p.dp > 1:
-        return data_parallel_step(one, 4.0 * r.model.total_params() / p.tp, r.machines, p.dp)
+        return data_parallel_step(one, 4.0 * r.model.total_params() / p.tp, r.machines, p.dp,
+                                  r.comm_model, stride=p.tp)
     if p.pp > 1:
         act = bytes_per_element(r.dtype) * w.batch * w.seq_len * r.model.hidden_size
-        return pipeline_step(one, act, r.machines, p.pp)
+        return pipeline_step(one, act, r.machines, p.pp, r.comm_model)
     return None
 
 
@@ -215,7 +219,8 @@ def execute_step(r: ResolvedStep) -> StepResult:
     w, p, e = q.workload, q.plan, q.engine
     ops = eager_ops(r.model, w.batch // p.dp, w.seq_len, w.mode, Precision.uniform(r.dtype),
                     ParallelPlan(tp=p.tp), e.fused, e.recompute, e.optimizer)
-    one = step_time(ops, r.machines, e.execution, time_model=r.time_model)
+    one = step_time(ops, r.machines, e.execution, time_model=r.time_model,
+                    comm_model=r.comm_model)
     inputs = {"model": r.model.name, "gpu": r.machines.device.name, "num_gpus": r.gpus,
               "tp": p.tp, "pp": p.pp, "dp": p.dp, "batch": w.batch, "seq_len": w.seq_len,
               "mode": w.mode, "dtype": r.dtype.value, "execution": str(e.execution),

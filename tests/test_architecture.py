@@ -50,7 +50,8 @@ PUBLIC = {
         "UNMODELLED_FAMILIES", "Calibration", "ExpertLoad", "expert_load", "family_uncertainty",
         "step_interval", "thread_blocks",
         "EfficiencyModel", "ExecutionTimeModel", "PhysicsModel", "RooflineModel",
-        "UnitEfficiency", "add_target_corrections", "fit_calibration", "measurement_ops",
+        "UnitEfficiency", "add_target_corrections", "default_time_model", "fit_calibration",
+        "measurement_ops",
         "peak_flops", "roofline_times", "shipped_calibration", "wave_quantization"},
     "perfcast.measure": {
         "STORE_COLUMNS", "TIMING_METHODS", "TORCH_OPS", "check_measurements", "load_store",
@@ -127,7 +128,10 @@ PUBLIC = {
         "StepOutputs", "StepPlan", "StepPrecision", "StepRequest", "StepResult", "StepWorkload",
         "TrainKernels", "TrainOutputs", "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult",
         "TrainSweepResult", "TrainWorkload", "command_for", "dump_request", "kernel_model",
-        "load_request", "machines_for", "request_from_options", "resolve", "run", "run_options"},
+        "load_request", "machines_for", "request_from_options", "resolve", "run", "run_options",
+        "CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
+        "MeasureOutputs", "MeasureRequest", "MeasureResult", "MeasureSweep", "MeasureTarget",
+        "ResolvedCalibrate", "ResolvedMeasure"},
     "perfcast.cli": {"app", "main"},
 }
 

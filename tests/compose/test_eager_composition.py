@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfcast.comm import RingAlphaBeta
+from perfcast.comm import default_collective_model
 from perfcast.compose import (
     bucketed_reduction,
     chrome_trace,
@@ -108,7 +108,8 @@ def test_data_parallel_overlap_is_the_one_rule(gpt2_step):
     backward = float(gpt2_step.ops.loc[gpt2_step.ops["phase"] == "backward", "total_s"].sum())
     for grad in (1e6, 1e8, 1e11):
         par = data_parallel_step(gpt2_step, grad, box, 16)
-        every, last = bucketed_reduction(RingAlphaBeta(), box, "allreduce", [grad], [16], [1])
+        every, last = bucketed_reduction(default_collective_model(), box, "allreduce", [grad],
+                                          [16], [1])
         assert par.comm_s == pytest.approx(every[0])
         assert par.exposed_comm_s == pytest.approx(max(last[0], every[0] - backward))
         end = reduction_end(gpt2_step.time_s, gpt2_step.time_s - backward, every, last)[0]

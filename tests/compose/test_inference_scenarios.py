@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from perfcast.compose import forecast_inference
 from perfcast.errors import InputError
+from perfcast.kernels import RooflineModel
 from perfcast.specs import ParallelPlan, Precision, cluster_for, get_cluster, get_device, get_model
 
 
@@ -75,8 +76,12 @@ def test_deterministic(llama7b, a100_box):
 @given(prompt=st.integers(1, 3000), extra=st.integers(1, 1000), batch=st.integers(1, 8),
        more=st.integers(1, 8))
 def test_monotone_in_tokens_and_batch(llama7b, a100_box, prompt, extra, batch, more):
+    """More tokens or sequences never take less time, given a kernel model that is itself
+    monotone (the roofline; the calibrated model's efficiency grids are not everywhere)."""
+
     def run(p, b):
-        return forecast_inference(llama7b, a100_box, batch=b, prompt_tokens=p, output_tokens=8)
+        return forecast_inference(llama7b, a100_box, batch=b, prompt_tokens=p, output_tokens=8,
+                                  time_model=RooflineModel())
 
     base = run(prompt, batch)
     assert run(prompt + extra, batch).ttft_s >= base.ttft_s

@@ -146,7 +146,8 @@ def test_eager_stays_close_to_the_dispatch_queue(llama7b, a100_box):
     for q in [((), (), (100,)), ((), (), (2000,) * 64), ((1024,), (0,), (500,) * 8)]:
         batch = Batch(prefill_tokens=q[0], prefill_context=q[1], decode_context=q[2])
         direct = step_time(step_ops(llama7b, batch), a100_box, "eager",
-                           host_overhead_s("vllm-v0", batch.num_seqs, 1)).time_s
+                           host_overhead_s("vllm-v0", batch.num_seqs, 1),
+                           time_model=RooflineModel(), comm_model=sm.comm_model).time_s
         assert sm.step_time_s(*q) == pytest.approx(direct, rel=0.05)
         assert sm.step_time_s(*q) >= graph.step_time_s(*q)
 

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from perfcast.comm import RingAlphaBeta
 from perfcast.compose import Execution, host_overhead_s, step_time
 from perfcast.errors import InputError
 from perfcast.ops import Batch, step_ops
@@ -57,7 +58,7 @@ def _cpu():
 def test_tp_allreduce_priced_by_comm_model(llama7b):
     box = get_cluster("dgx-a100", 4)
     ops = step_ops(llama7b, Batch.prefill(1, 1024), plan=ParallelPlan(tp=4))
-    f = step_time(ops, box)
+    f = step_time(ops, box, comm_model=RingAlphaBeta())
     msg = 1024 * 4096 * 2
     link = box.intra_node
     per = link.collective_base_s + 6 * link.latency_s + 1.5 * msg / (

@@ -5,7 +5,7 @@ import pytest
 
 from perfcast.compose import forecast_inference, step_time
 from perfcast.errors import InputError
-from perfcast.kernels import PhysicsModel, shipped_calibration
+from perfcast.kernels import PhysicsModel, RooflineModel, shipped_calibration
 from perfcast.specs import cluster_for, get_device, get_model
 
 H, MLP = 1024, 4096  # ViT-L/14: hidden, MLP width
@@ -69,17 +69,19 @@ def test_vision_step_priced_by_the_same_kernel_model(llava, a100):
     f = _run(llava, a100, 1, time_model=cal)
     assert f.vision_encode_s == step_time(f.vision.ops.drop(columns=["time_s", "total_s"]),
                                           a100, time_model=cal).time_s
-    assert f.vision_encode_s > _run(llava, a100, 1).vision_encode_s  # calibrated >= roofline
+    roofline = _run(llava, a100, 1, time_model=RooflineModel()).vision_encode_s
+    assert f.vision_encode_s > roofline  # calibrated >= roofline
+    assert _run(llava, a100, 1).vision_encode_s == f.vision_encode_s  # the default
 
 
-@pytest.mark.parametrize("time_model", [None, PhysicsModel(shipped_calibration())],
+@pytest.mark.parametrize("time_model", [RooflineModel(), PhysicsModel(shipped_calibration())],
                          ids=["roofline", "calibrated"])
 def test_monotone_in_images(llava, a100, time_model):
     runs = [_run(llava, a100, n, output=2, time_model=time_model) for n in range(4)]
     for a, b in zip(runs[:-1], runs[1:], strict=True):
         assert b.image_tokens == a.image_tokens + KEPT
         assert b.vision_encode_s > a.vision_encode_s and b.ttft_s > a.ttft_s
-        if time_model is None:  # the calibrated decode kernel is not monotone in context
+        if isinstance(time_model, RooflineModel):  # calibrated decode: not monotone in context
             assert b.tpot_s >= a.tpot_s
 
 

@@ -7,7 +7,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import perfcast.cli._measure as measure_cmd
+import perfcast.api._measure as measure_api
+from perfcast.cli._measure import measure
 from perfcast.errors import InputError
 from perfcast.measure._cpu import fp32_flops_per_cycle, local_cpu_device
 from perfcast.measure._harness import (
@@ -138,12 +139,12 @@ def test_flops_per_cycle_from_isa_flags():
 def cli(monkeypatch):
     """A tiny app with only `measure`, its sweep and device narrowed to run in well under 1 s."""
     app = typer.Typer()
-    app.command("measure")(measure_cmd.measure)
+    app.command("measure")(measure)
     app.command("noop")(lambda: None)  # two commands: `measure` stays a subcommand
-    monkeypatch.setattr(measure_cmd, "run_cpu_sweep", lambda **kw: run_cpu_sweep(
+    monkeypatch.setattr(measure_api, "run_cpu_sweep", lambda **kw: run_cpu_sweep(
         shapes={"gemm": [(16, 16, 16)], "norm": [(4, 64)]}, families=["gemm", "norm"],
         repeats=kw["repeats"]))
-    monkeypatch.setattr(measure_cmd, "local_cpu_device",
+    monkeypatch.setattr(measure_api, "local_cpu_device",
                         lambda threads=1: local_cpu_device(threads, measure_bandwidth=False))
     runner = CliRunner()
     return lambda *args: runner.invoke(app, ["measure", *args])

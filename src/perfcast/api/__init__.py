@@ -30,6 +30,13 @@ from perfcast.api._base import (
     run,
     run_options,
 )
+from perfcast.api._calibrate import (
+    CalibrateInputs,
+    CalibrateOutputs,
+    CalibrateRequest,
+    CalibrateResult,
+    ResolvedCalibrate,
+)
 from perfcast.api._capacity import (
     CapacityCandidates,
     CapacityProbes,
@@ -69,6 +76,14 @@ from perfcast.api._infer import (
     InferResult,
     InferWorkload,
     ResolvedInfer,
+)
+from perfcast.api._measure import (
+    MeasureOutputs,
+    MeasureRequest,
+    MeasureResult,
+    MeasureSweep,
+    MeasureTarget,
+    ResolvedMeasure,
 )
 from perfcast.api._rag import (
     RagEngine,
@@ -146,4 +161,7 @@ __all__ = [
     "ResolvedRLHF", "ResolvedTrain", "ResolvedTrainSweep", "TrainKernels", "TrainOutputs",
     "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult", "TrainSweepResult",
     "TrainWorkload",
+    "CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
+    "MeasureOutputs", "MeasureRequest", "MeasureResult", "MeasureSweep", "MeasureTarget",
+    "ResolvedCalibrate", "ResolvedMeasure",
 ]

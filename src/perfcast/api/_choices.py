@@ -13,9 +13,15 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from perfcast.api._base import Group
-from perfcast.comm import CollectiveModel, default_collective_model
+from perfcast.comm import CollectiveModel, CustomAllReduce, default_collective_model
 from perfcast.errors import InputError
-from perfcast.kernels import Calibration, PhysicsModel, RooflineModel, shipped_calibration
+from perfcast.kernels import (
+    Calibration,
+    PhysicsModel,
+    RooflineModel,
+    default_time_model,
+    shipped_calibration,
+)
 from perfcast.specs import (
     Cluster,
     Device,
@@ -30,7 +36,7 @@ from perfcast.specs import (
 
 __all__ = ["ACTIVATION_QUANT", "KERNEL_MODELS", "Hardware", "KernelChoice", "ModelChoice",
            "PrecisionChoice", "ServingPrecision", "collective_model", "kernel_model",
-           "machines_for", "never_overwrite", "precision_spec"]
+           "machines_for", "never_overwrite", "precision_spec", "serving_collective_model"]
 
 KERNEL_MODELS = ("calibrated", "roofline")
 ACTIVATION_QUANT = ("separate", "fused")
@@ -104,10 +110,8 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
             raise InputError("calibration", "only applies to --kernel-model calibrated",
                              "omit --calibration")
         return RooflineModel(), {"name": "roofline"}
-    cal = shipped_calibration()
-    if calibration:
-        cal = cal.merged_with(Calibration.load(calibration))
-    model = PhysicsModel(cal)
+    model = (PhysicsModel(shipped_calibration().merged_with(Calibration.load(calibration)))
+             if calibration else default_time_model())
     info = {"name": "calibrated", "calibration": calibration or "shipped"}
     if device is not None:
         info["tier"] = model.tier(device)
@@ -115,9 +119,16 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
 
 
 def collective_model() -> CollectiveModel:
-    """The collective model every multi-GPU forecast prices with: NCCL's algorithm choice
-    over the cluster's levels, fitted on measured NCCL (`perfcast.comm`)."""
+    """The collective model training forecasts (`step`, `train`) price with: NCCL's
+    algorithm choice over the cluster's levels, fitted on measured NCCL (`perfcast.comm`)."""
     return default_collective_model()
+
+
+def serving_collective_model() -> CollectiveModel:
+    """The TP all-reduce of an inference engine (`infer`, `rag`; `serve --allreduce custom`,
+    its default): the engines' one-shot kernel where it beats the ring (vLLM/TensorRT-LLM
+    custom all-reduce), so one request priced by `infer` and by `serve` agree."""
+    return CustomAllReduce()
 
 
 class PrecisionChoice(Group):

@@ -9,7 +9,14 @@ from pydantic import Field
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, PrecisionChoice
+from perfcast.api._choices import (
+    Hardware,
+    KernelChoice,
+    ModelChoice,
+    PrecisionChoice,
+    serving_collective_model,
+)
+from perfcast.comm import CollectiveModel
 from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
@@ -82,6 +89,7 @@ class ResolvedInfer:
     precision: Precision
     time_model: ExecutionTimeModel
     kernel_info: dict[str, Any]
+    comm_model: CollectiveModel
 
 
 def resolve_infer(request: InferRequest) -> ResolvedInfer:
@@ -90,7 +98,8 @@ def resolve_infer(request: InferRequest) -> ResolvedInfer:
     box = request.hardware.machines(plan.tp * plan.cp)
     precision = request.precision.spec()
     time_model, info = request.kernels.resolve(box.device)
-    return ResolvedInfer(request, spec, box, plan, precision, time_model, info)
+    return ResolvedInfer(request, spec, box, plan, precision, time_model, info,
+                         serving_collective_model())
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,8 @@ def execute_infer(r: ResolvedInfer) -> InferResult:
     forecast = forecast_inference(
         r.model, r.machines, batch=w.batch, prompt_tokens=w.prompt_tokens,
         output_tokens=w.output_tokens, precision=r.precision, plan=r.plan,
-        execution=e.execution, host=e.host, time_model=r.time_model, images=w.images)
+        execution=e.execution, host=e.host, time_model=r.time_model, images=w.images,
+        comm_model=r.comm_model)
     inputs = {"model": r.model.name, "gpu": r.machines.device.name, "cluster": r.machines.name,
               "tp": r.plan.tp, "cp": r.plan.cp, "images": w.images, "batch": w.batch,
               "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,

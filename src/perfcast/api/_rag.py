@@ -9,8 +9,14 @@ from pydantic import Field
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import Hardware, KernelChoice, precision_spec
+from perfcast.api._choices import (
+    Hardware,
+    KernelChoice,
+    precision_spec,
+    serving_collective_model,
+)
 from perfcast.api._infer import inference_plan
+from perfcast.comm import CollectiveModel
 from perfcast.compose import HOST_PROFILES, Execution, RAGForecast, forecast_rag
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
@@ -122,6 +128,7 @@ class ResolvedRag:
     precision: Precision
     time_model: ExecutionTimeModel
     kernel_info: dict[str, Any]
+    comm_model: CollectiveModel
 
 
 def resolve_rag(request: RagRequest) -> ResolvedRag:
@@ -136,7 +143,7 @@ def resolve_rag(request: RagRequest) -> ResolvedRag:
     time_model, info = request.kernels.resolve(box.device)
     precision = precision_spec(request.engine.dtype, None, None)
     return ResolvedRag(request, generator, embedder, plan, box, search_box, index, precision,
-                       time_model, info)
+                       time_model, info, serving_collective_model())
 
 
 @dataclass(frozen=True)
@@ -156,7 +163,7 @@ def execute_rag(r: ResolvedRag) -> RagResult:
                       query_tokens=w.query_tokens, top_k=w.top_k, chunk_tokens=w.chunk_tokens,
                       output_tokens=w.output_tokens, precision=r.precision, plan=r.plan,
                       execution=e.execution, embed_execution=e.embed_execution, host=e.host,
-                      time_model=r.time_model)
+                      time_model=r.time_model, comm_model=r.comm_model)
     inputs = {"model": r.generator.name, "embed_model": r.embedder.name,
               "gpu": r.machines.device.name, "tp": r.plan.tp, "query_tokens": w.query_tokens,
               "top_k": w.top_k, "chunk_tokens": w.chunk_tokens,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from perfcast.comm import CollectiveModel, RingAlphaBeta
+from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.compose._context_parallel import (
     ContextParallelCost,
     check_cp,
@@ -23,7 +23,7 @@ from perfcast.compose._host import host_overhead_s
 from perfcast.compose._step import Execution, StepForecast, step_time
 from perfcast.compose._vision import vision_step, with_vision_weights
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, RooflineModel
+from perfcast.kernels import ExecutionTimeModel, default_time_model
 from perfcast.ops import Batch, MemoryFootprint, inference_memory, step_ops
 from perfcast.ops._vision import vision_encoder_spec
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
@@ -168,8 +168,8 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
     """
     precision = precision or Precision()
     plan = plan or ParallelPlan()
-    time_model = time_model or RooflineModel()
-    comm = comm_model or RingAlphaBeta()
+    time_model = time_model or default_time_model()
+    comm = comm_model or default_collective_model()
     image_tokens = 0
     if images < 0:
         raise InputError("images", f"must be >= 0, got {images}", ">= 0")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from perfcast.comm import CollectiveModel, RingAlphaBeta
+from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.compose._step import StepForecast
 from perfcast.errors import InputError
 from perfcast.specs import Cluster
@@ -118,7 +118,7 @@ def data_parallel_step(step: StepForecast, grad_bytes: float, cluster: Cluster, 
     GPUs between DP ranks (the TP degree under Megatron's rank order)."""
     if dp < 1:
         raise InputError("dp", f"must be >= 1, got {dp}", ">= 1")
-    comm_model = comm_model or RingAlphaBeta()
+    comm_model = comm_model or default_collective_model()
     if dp == 1 or grad_bytes <= 0:
         return ParallelStep(step.time_s, step.time_s, 0.0, 0.0)
     all_s, last_s = bucketed_reduction(comm_model, cluster, "allreduce", [grad_bytes], [dp],
@@ -135,7 +135,7 @@ def pipeline_step(step: StepForecast, activation_bytes: float, cluster: Cluster,
     gradients back."""
     if pp < 1:
         raise InputError("pp", f"must be >= 1, got {pp}", ">= 1")
-    comm_model = comm_model or RingAlphaBeta()
+    comm_model = comm_model or default_collective_model()
     if pp == 1:
         return ParallelStep(step.time_s, step.time_s, 0.0, 0.0)
     send = float(comm_model.collective_times(np.array(["sendrecv"], dtype=object),

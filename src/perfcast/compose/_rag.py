@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfcast.comm import CollectiveModel
 from perfcast.compose._inference import InferenceForecast, forecast_inference
 from perfcast.compose._step import Execution, StepForecast, step_time
 from perfcast.errors import InputError
@@ -73,7 +74,8 @@ def forecast_rag(generator: ModelSpec, embedder: ModelSpec, cluster: Cluster,
                  plan: ParallelPlan | None = None,
                  execution: Execution | str = Execution.CUDA_GRAPH,
                  embed_execution: Execution | str = Execution.EAGER, host: str = "vllm-v0",
-                 time_model: ExecutionTimeModel | None = None) -> RAGForecast:
+                 time_model: ExecutionTimeModel | None = None,
+                 comm_model: CollectiveModel | None = None) -> RAGForecast:
     """One request: the embedder (eager PyTorch, as sentence-transformers runs) on the
     generator's first GPU, the search on `search_cluster`'s device (default: that GPU,
     sharing its memory), then `forecast_inference` on query + top_k x chunk_tokens."""
@@ -96,7 +98,8 @@ def forecast_rag(generator: ModelSpec, embedder: ModelSpec, cluster: Cluster,
                          "positions", f"<= {limit}")
     gen = forecast_inference(generator, cluster, prompt_tokens=prompt,
                              output_tokens=output_tokens, precision=precision, plan=plan,
-                             execution=execution, host=host, time_model=time_model)
+                             execution=execution, host=host, time_model=time_model,
+                             comm_model=comm_model)
     _check_memory(index, search_box, gen if on_gpu else None, embedder, precision)
     notes = ["search: one query; FAISS's C++ kernel launches carry no Python dispatch cost"]
     return RAGForecast(

@@ -16,14 +16,14 @@ from bisect import bisect_right
 
 import numpy as np
 
-from perfcast.comm import CollectiveModel, RingAlphaBeta
+from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.compose._host import host_overhead_s
 from perfcast.compose._serving_grid import locate
 from perfcast.compose._serving_parts import ATTN_COL, CATEGORIES, WHERE, StepGrids
 from perfcast.compose._serving_stats import BatchStats, scalar_stats
 from perfcast.compose._step import EAGER_DISPATCH_S, Execution
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, RooflineModel
+from perfcast.kernels import ExecutionTimeModel, default_time_model
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
 
 __all__ = ["BatchStats", "ServingStepModel"]
@@ -49,8 +49,8 @@ class ServingStepModel(StepGrids):
         self.model, self.cluster = model, cluster
         self.precision, self.plan = precision or Precision(), plan or ParallelPlan()
         self.plan.check(model)
-        self.time_model = time_model or RooflineModel()
-        self.comm_model = comm_model or RingAlphaBeta()
+        self.time_model = time_model or default_time_model()
+        self.comm_model = comm_model or default_collective_model()
         try:
             self.execution = Execution(execution)
         except ValueError:

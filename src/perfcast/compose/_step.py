@@ -17,9 +17,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from perfcast.comm import CollectiveModel, RingAlphaBeta
+from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, RooflineModel, step_interval
+from perfcast.kernels import (
+    ExecutionTimeModel,
+    RooflineModel,
+    default_time_model,
+    step_interval,
+)
 from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Cluster, Device
 
@@ -119,8 +124,8 @@ def step_times(tables: Sequence[pd.DataFrame], cluster: Cluster,
         raise InputError("dispatch_s", f"must be >= 0 seconds, got {dispatch_s}", ">= 0")
     if not tables:
         return []
-    time_model = time_model or RooflineModel()
-    comm_model = comm_model or RingAlphaBeta()
+    time_model = time_model or default_time_model()
+    comm_model = comm_model or default_collective_model()
     ops = tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
     times = _prices(ops, cluster, time_model, comm_model)
     bounds = np.cumsum([0, *(len(t) for t in tables)])

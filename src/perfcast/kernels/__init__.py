@@ -8,6 +8,7 @@ from perfcast.kernels._calibration import (
     Calibration,
     PhysicsModel,
     add_target_corrections,
+    default_time_model,
     fit_calibration,
     measurement_ops,
     shipped_calibration,
@@ -30,6 +31,7 @@ __all__ = [
     "UNMODELLED_FAMILIES", "Calibration", "ExpertLoad", "expert_load", "family_uncertainty",
     "step_interval", "EfficiencyModel",
     "ExecutionTimeModel", "PhysicsModel", "RooflineModel", "UnitEfficiency",
-    "add_target_corrections", "fit_calibration", "measurement_ops", "peak_flops",
+    "add_target_corrections", "default_time_model", "fit_calibration", "measurement_ops",
+    "peak_flops",
     "roofline_times", "shipped_calibration", "thread_blocks", "wave_quantization",
 ]

@@ -340,3 +340,10 @@ def shipped_calibration() -> Calibration:
     """The calibration fitted on the shipped measurement store (scripts/fit_calibration.py)."""
     path = resources.files("perfcast.kernels") / "data" / "calibration.json"
     return Calibration.from_json(path.read_text())
+
+
+@cache
+def default_time_model() -> PhysicsModel:
+    """The kernel model every layer prices with when none is given: the shipped calibration
+    (one instance, so its memoised prices are shared by every caller)."""
+    return PhysicsModel(shipped_calibration())

@@ -14,7 +14,7 @@ import pandas as pd
 from perfcast.comm import CustomAllReduce, RingAlphaBeta
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
+from perfcast.kernels import ExecutionTimeModel, default_time_model
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._cost import StepCost
 from perfcast.serve._events import EventQueue
@@ -42,7 +42,7 @@ def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = 
         config.max_batch_tokens or config.max_batch * config.context_limit
     budget = max(budget, config.max_batch * (1 + config.spec_k))  # verification tokens
     return ServingStepModel(config.model_spec, cluster or config.cluster_spec, config.precision,
-                            config.plan, time_model or PhysicsModel(shipped_calibration()),
+                            config.plan, time_model or default_time_model(),
                             config.execution,
                             config.host, host_overlap=config.host_overlap,
                             comm_model=CustomAllReduce() if config.allreduce == "custom"

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from functools import cache
 
 import numpy as np
 
 from perfcast.comm import CollectiveModel, default_collective_model
-from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
+from perfcast.kernels import ExecutionTimeModel, default_time_model
 from perfcast.ops._training import lora_params
 from perfcast.train._engine import EXPOSED_KINDS, evaluate
 from perfcast.train._flops import hardware_flops, model_flops
@@ -22,12 +21,6 @@ FLOP_CONVENTION = (
     "model FLOPs = 6 N T + 3 x attention forward (PaLM/Megatron-LM: N = matmul parameters "
     "incl. the LM head, attention counted over the full s x s scores, no causal halving); "
     "LoRA: 4 N_base + 6 N_adapter; recomputation excluded (hardware FLOPs/HFU include it)")
-
-
-@cache
-def default_time_model() -> PhysicsModel:
-    """The shipped calibrated kernel model (one instance, so layer prices stay memoised)."""
-    return PhysicsModel(shipped_calibration())
 
 
 @dataclass(frozen=True)

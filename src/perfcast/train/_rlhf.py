@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from perfcast.comm import CollectiveModel
+from perfcast.comm import CollectiveModel, CustomAllReduce
 from perfcast.compose import forecast_inference, step_time
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
@@ -84,7 +84,7 @@ def rlhf_step(actor: ModelSpec, cluster: Cluster, *, prompts: int, prompt_tokens
     gen = forecast_inference(actor, cluster, batch=math.ceil(prompts / replicas),
                              prompt_tokens=prompt_tokens, output_tokens=response_tokens,
                              precision=precision, plan=ParallelPlan(tp=generation_tp),
-                             time_model=time_model)
+                             time_model=time_model, comm_model=CustomAllReduce())
     per_gpu = math.ceil(prompts / gpus)
     scoring = sum(step_time(step_ops(m, Batch.prefill(per_gpu, seq), precision,
                                      phase="forward", all_logits=True), cluster,

@@ -18,9 +18,9 @@ from pydantic import Field, ValidationError
 
 from perfcast import __version__
 from perfcast.api._assign import parse_assignment
+from perfcast.api._backends import choose_backend
 from perfcast.api._base import Group, Request, register, run
 from perfcast.api._capacity_search import Slo, capacity_search
-from perfcast.api._parallel import choose_backend
 from perfcast.api._prices import gpu_prices
 from perfcast.api._serve import ServeRequest
 from perfcast.errors import InputError, from_validation_error

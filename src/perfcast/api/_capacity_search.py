@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfcast.api._parallel import imap_unordered
+from perfcast.api._backends import imap_unordered
 from perfcast.errors import InputError
 from perfcast.report import pareto_front
 

@@ -7,6 +7,7 @@ commands; the one `perfcast sweep` gives it (`_point.run_point`) runs a point's 
 through `perfcast.api.run`.
 """
 
+from perfcast.api._backends import BACKENDS, choose_backend
 from perfcast.api._capacity_search import (
     Slo,
     bisect_max,
@@ -14,7 +15,6 @@ from perfcast.api._capacity_search import (
     qps_ladder,
     search_candidate,
 )
-from perfcast.api._parallel import BACKENDS, choose_backend
 from perfcast.api._prices import gpu_prices, parse_prices
 from perfcast.sweep._engine import evaluate_point, run_sweep
 from perfcast.sweep._grid import expand_grid, parse_assignment, parse_scalar, point_key

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from perfcast.api._parallel import imap_unordered
+from perfcast.api._backends import imap_unordered
 from perfcast.errors import InputError
 from perfcast.sweep._grid import point_key
 from perfcast.sweep._store import read_parts, write_part, write_results

@@ -38,7 +38,7 @@ def test_missing_oversized_and_binary_files_are_named(tmp_path):
     with pytest.raises(InputError, match="cannot read"):
         read_user_text(binary, "spec", "a device spec")
     (tmp_path / "list.json").write_text("[1, 2]")
-    with pytest.raises(InputError, match="JSON list, not an object"):
+    with pytest.raises(InputError, match="JSON array, not an object"):
         read_user_json(tmp_path / "list.json", "spec", "a device spec")
 
 

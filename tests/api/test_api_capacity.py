@@ -46,7 +46,7 @@ def test_a_probe_is_the_serve_payload():
 @pytest.mark.parametrize("options, field", [
     ({"set": ["tp=2"]}, "set.tp"), ({"set": ["qpss=2"]}, "set.qpss"),
     ({"num_requests": 0}, "num_requests"), ({"tp": "two"}, "tp"),
-    ({"ttft_p99_slo": 0}, "ttft_p99_s"), ({"gpu": "h200-sxm"}, "gpu"),
+    ({"ttft_p99_slo": 0}, "ttft_p99_slo"), ({"gpu": "h200-sxm"}, "gpu"),
 ])
 def test_checks_name_their_option(options, field):
     with pytest.raises(InputError) as err:

@@ -127,5 +127,5 @@ def test_trace_out_is_the_schedule_of_the_forecast_and_never_overwritten(tmp_pat
     end_s = max(e["ts"] + e["dur"] for e in spans) / 1e6
     assert end_s == pytest.approx(result.forecast.iteration_time_s, abs=1e-9)
     assert result.schedule().forecast is result.forecast
-    with pytest.raises(InputError, match="refusing to overwrite"):
+    with pytest.raises(InputError, match="never overwrites"):
         run(TrainRequest.from_options(options, trace_out=path))

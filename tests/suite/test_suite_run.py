@@ -38,12 +38,12 @@ def test_missing_metrics_make_partial_and_a_failing_run_is_recorded():
     def half(command, options):
         if options["tp"] == 1:
             raise InputError("tp", "no")
-        return {"ttft_s": 0.5}
+        return {"ttft_s": 0.5, "breakdown": None}  # a metric printed as null
 
     r = run_scenario(parse_scenario(SCENARIO), half)
     assert r.status == "partial"
     assert r.errors == {"slow": "tp: no"}
-    r = run_scenario(parse_scenario(SCENARIO), lambda c, o: {})
+    r = run_scenario(parse_scenario(SCENARIO), lambda c, o: {"ttft_s": None, "breakdown": None})
     assert r.status == "unsupported"
 
 

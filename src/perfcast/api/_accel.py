@@ -21,6 +21,8 @@ from perfcast.accel import (
 )
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import never_overwrite
+from perfcast.api._units import MAX_BATCH
+from perfcast.errors import writing
 
 __all__ = ["AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest", "AccelWorkload",
            "ResolvedAccel", "level_shares"]
@@ -32,7 +34,7 @@ class AccelWorkload(Group):
     model: str = Field("resnet50", description="resnet50, vgg16, mobilenet, bert-base (or an "
                        "ONNX file).")
     layer: str | None = Field(None, description="Map only this layer (e.g. conv1).")
-    batch_size: int = Field(1, description="Images per batch.")
+    batch_size: int = Field(1, ge=1, le=MAX_BATCH, description="Images per batch.")
 
 
 class AccelMapper(Group):
@@ -41,7 +43,7 @@ class AccelMapper(Group):
     objective: str = Field("edp", description="energy, delay or edp.")
     dataflow: str = Field("row-stationary", description="weight-, output-, input-, "
                           "row-stationary.")
-    seed: int = Field(0, description="Mapper seed.")
+    seed: int = Field(0, ge=0, description="Mapper seed.")
     free_bypass: bool = Field(False, description="Let the mapper choose bypass per level.")
 
 
@@ -135,8 +137,11 @@ def _plot(path: str, results: list[AccelResult]) -> None:
     ax.set_title(f"energy breakdown per layer on {results[0].arch}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with writing(path, "plot"):
+            fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def execute_accel(r: ResolvedAccel) -> AccelModelResult:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from perfcast.errors import InputError, close_matches
 
@@ -27,10 +27,37 @@ __all__ = ["COMMANDS", "Command", "Group", "Request", "Result", "command_for", "
            "run_options"]
 
 
+def _is_text(annotation: Any) -> bool:
+    """A field that holds text (`str`, `str | None`), not a number too."""
+    kinds = set(get_args(annotation)) if get_origin(annotation) is not None else {annotation}
+    return str in kinds and not kinds & {int, float, bool}
+
+
+def _numbers_as_text(cls: type[BaseModel], data: Any) -> Any:
+    """A number given for a text option (`--set prompt_tokens=2048`, `tp: 4` or `bytes: 1e6`
+    in a scenario YAML) is the text it spells: text options hold numbers (`N or LO,HI`,
+    `2,4,8`, `64MiB`), and YAML and `NAME=VALUE` read an unquoted number as one."""
+    if not isinstance(data, Mapping):
+        return data
+    out = dict(data)
+    for name, field in cls.model_fields.items():
+        for key in {name, field.alias or name}:
+            value = out.get(key)
+            if (isinstance(value, int | float) and not isinstance(value, bool)
+                    and _is_text(field.annotation)):
+                out[key] = str(value)
+    return out
+
+
 class Group(BaseModel):
     """A group of a request's options (a model choice, the hardware, the plan, ...)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_options(cls, data: Any) -> Any:
+        return _numbers_as_text(cls, data)
 
 
 def _group_type(annotation: Any) -> type[Group] | None:
@@ -51,6 +78,11 @@ class Request(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     command: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_options(cls, data: Any) -> Any:
+        return _numbers_as_text(cls, data)
 
     @classmethod
     @cache
@@ -143,9 +175,27 @@ class Request(BaseModel):
         return out
 
 
+_BOUNDS = {"greater_than_equal": ("ge", ">="), "greater_than": ("gt", ">"),
+           "less_than_equal": ("le", "<="), "less_than": ("lt", "<")}
+
+
+def _range_problem(err: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(problem, allowed) of a value outside a declared range: `must be >= 1, got 0`."""
+    kind = _BOUNDS.get(err["type"])
+    if kind is None:
+        return None
+    bound = err["ctx"][kind[0]]
+    shown = f"{bound:,}" if isinstance(bound, int) and abs(bound) >= 10_000 else f"{bound}"
+    return f"must be {kind[1]} {shown}, got {err.get('input')!r}", f"{kind[1]} {shown}"
+
+
 def _input_error(cls: type[Request], exc: ValidationError) -> InputError:
-    """The first error, named by its option (the flag a user typed), not pydantic's path."""
+    """The first error, named by its option (the flag a user typed), not pydantic's path;
+    an InputError a validator raised is passed on as it is."""
     err = exc.errors()[0]
+    raised = (err.get("ctx") or {}).get("error")
+    if isinstance(raised, InputError):
+        return raised
     loc = [str(p) for p in err["loc"]]
     msg = err["msg"].removeprefix("Value error, ")
     names = {(top, leaf): option for option, (top, leaf) in cls.option_paths().items()}
@@ -158,6 +208,9 @@ def _input_error(cls: type[Request], exc: ValidationError) -> InputError:
     value = err.get("input")
     if err["type"] == "missing":
         return InputError(field or cls.command, f"`{cls.command}` needs this option")
+    ranged = _range_problem(err)
+    if ranged is not None:
+        return InputError(field or cls.command, *ranged)
     shown = f"{value!r} is not valid for `{cls.command}`: " if not isinstance(
         value, Mapping) else ""
     return InputError(field or cls.command, shown + msg)
@@ -219,15 +272,36 @@ def _command_of(request: Request) -> Command:
     return command_for(request.command)
 
 
+def _spec_error(request: Request, exc: ValidationError) -> InputError:
+    """A spec's validation error (a plan, a cluster) named by the request's option it comes
+    from where one matches (its field, or the first word of its message), else the command."""
+    err = exc.errors()[0]
+    msg = err["msg"].removeprefix("Value error, ")
+    words = [str(p) for p in err["loc"]] + msg.split()[:1]
+    names = {w.removesuffix("_stage"): w for w in words}  # ParallelPlan's zero_stage: --zero
+    options = request.option_paths()
+    field = next((n for n in names if n in options), request.command)
+    return InputError(field, msg)
+
+
 def resolve(request: Request) -> Any:
-    """The request's names and flags as specs, with every default chosen."""
-    return _command_of(request).resolve(request)
+    """The request's names and flags as specs, with every default chosen; a spec that
+    refuses them raises an InputError too."""
+    command = _command_of(request)
+    try:
+        return command.resolve(request)
+    except ValidationError as exc:
+        raise _spec_error(request, exc) from None
 
 
 def run(request: Request) -> Result:
     """Answer one question: resolve the request, then run it."""
     command = _command_of(request)
-    return command.execute(command.resolve(request))
+    resolved = resolve(request)
+    try:
+        return command.execute(resolved)
+    except ValidationError as exc:
+        raise _spec_error(request, exc) from None
 
 
 def request_from_options(command: str, options: Mapping[str, Any]) -> Request:

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from perfcast.api._base import Group, Request, register
-from perfcast.errors import InputError, read_user_json
+from perfcast.api._choices import never_overwrite
+from perfcast.errors import InputError, from_validation_error, read_user_json, writing
 from perfcast.kernels import (
     Calibration,
     PhysicsModel,
@@ -62,19 +63,29 @@ def load_device(name: str, spec: Path | None) -> Device:
     """A catalog GPU, or a spec file (e.g. the `<out>.device.json` that `perfcast measure`
     writes for the local CPU)."""
     if spec is not None:
-        return Device(**read_user_json(spec, "spec", "a device spec JSON (`perfcast measure` "
-                                       "writes one as <out>.device.json)"))
+        data = read_user_json(spec, "device_spec", "a device spec JSON (`perfcast measure` "
+                              "writes one as <out>.device.json)")
+        try:
+            return Device(**data)
+        except ValidationError as exc:
+            raise from_validation_error(exc, prefix="device_spec.", origin=str(spec)) from None
     return get_device(name)
 
 
 def _read(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise InputError("measurements", f"{path} does not exist", "a .parquet or .csv file")
-    if path.suffix == ".parquet":
-        return pd.read_parquet(path)
-    if path.suffix == ".csv":
+    if path.suffix not in (".parquet", ".csv"):
+        raise InputError("measurements", f"unsupported suffix {path.suffix!r}",
+                         [".parquet", ".csv"])
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
         return pd.read_csv(path, keep_default_na=False)
-    raise InputError("measurements", f"unsupported suffix {path.suffix!r}", [".parquet", ".csv"])
+    except (OSError, ValueError) as exc:  # pyarrow's and pandas' parse errors are ValueErrors
+        reason = (str(exc).strip().splitlines() or ["unreadable"])[0]
+        raise InputError("measurements", f"cannot read {path}: {reason}",
+                         "a .parquet or .csv file from `perfcast measure`") from None
 
 
 @dataclass(frozen=True)
@@ -88,8 +99,7 @@ class ResolvedCalibrate:
 
 def resolve_calibrate(request: CalibrateRequest) -> ResolvedCalibrate:
     i, o = request.inputs, request.outputs
-    if o.out.exists() and not o.force:
-        raise InputError("out", f"{o.out} exists; pass --force to overwrite", "a new path")
+    never_overwrite("out", o.out, o.force)
     spec = load_device(i.device, i.device_spec)
     table = check_measurements(_read(i.measurements), "measurements")
     rows = table[table["device"] == spec.name]
@@ -135,7 +145,8 @@ def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
     own.provenance = {"base": "perfcast shipped calibration",
                       "measurements": str(r.request.inputs.measurements),
                       "device": spec.name, "rows": len(rows)}
-    out.write_text(own.to_json())
+    with writing(out, "out"):
+        out.write_text(own.to_json())
     pred = PhysicsModel(own).kernel_times(to_ops(rows), spec, rows["timing"].to_numpy(
         dtype=object))
     return CalibrateResult(r.request, own, spec, rows, pred)

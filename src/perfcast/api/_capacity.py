@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from perfcast import __version__
 from perfcast.api._assign import parse_assignment
@@ -23,6 +23,7 @@ from perfcast.api._base import Group, Request, register, run
 from perfcast.api._capacity_search import Slo, capacity_search
 from perfcast.api._prices import gpu_prices
 from perfcast.api._serve import ServeRequest
+from perfcast.api._units import MAX_REQUESTS, TPOT_PLAIN_MAX_S, TTFT_PLAIN_MAX_S, parse_seconds
 from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import get_device
 
@@ -36,9 +37,21 @@ CAPACITY_OWN = {"model", "gpu", "cluster", "tp", "qps", "replicas", "num_request
 class CapacityTarget(Group):
     """The load to sustain and the latency limits, on the P99 over the simulated requests."""
 
-    qps: float = Field(10.0, description="Target arrival rate, requests/s.")
-    ttft_p99_slo: float = Field(1.0, description="P99 TTFT limit, s.")
-    tpot_p99_slo: float = Field(0.05, description="P99 TPOT limit, s.")
+    qps: float = Field(10.0, gt=0.0, allow_inf_nan=False, description="Target arrival rate, "
+                       "requests/s.")
+    ttft_p99_slo: float = Field(1.0, description="P99 TTFT limit: 1s, 800ms (a bare number "
+                                "is seconds).")
+    tpot_p99_slo: float = Field(0.05, description="P99 TPOT limit: 50ms, 0.05s (a bare number "
+                                "is seconds).")
+
+    @field_validator("ttft_p99_slo", "tpot_p99_slo", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any, info) -> float:
+        """`500ms`, `0.5s` or a bare number of seconds (refused when only ms make sense)."""
+        limit = TTFT_PLAIN_MAX_S if info.field_name == "ttft_p99_slo" else TPOT_PLAIN_MAX_S
+        if value is None:
+            raise InputError(info.field_name, "capacity needs both SLOs", "e.g. 500ms")
+        return parse_seconds(value, info.field_name, limit)
 
     def slo(self) -> Slo:
         return Slo(self.ttft_p99_slo, self.tpot_p99_slo)
@@ -70,16 +83,16 @@ class CapacityCandidates(Group):
 class CapacityProbes(Group):
     """How each probe simulates: requests, seed, QPS resolution, and other serve options."""
 
-    num_requests: int = Field(100, description="Requests per probe simulation.")
-    seed: int = Field(0, description="Workload seed of every probe.")
-    qps_step: float = Field(0.05, description="Relative resolution of the max-QPS bisection.")
+    num_requests: int = Field(100, ge=1, le=MAX_REQUESTS, description="Requests per probe "
+                              "simulation.")
+    seed: int = Field(0, ge=0, description="Workload seed of every probe.")
+    qps_step: float = Field(0.05, gt=0.0, le=1.0, description="Relative resolution of the "
+                            "max-QPS bisection.")
     sets: list[str] | None = Field(None, alias="set", description="Other `perfcast serve` "
                                    "options for every probe, NAME=VALUE.")
 
     def base(self, model: str) -> dict[str, Any]:
         """The serve options every probe shares (candidates add gpu, tp and qps)."""
-        if self.num_requests < 1:
-            raise InputError("num_requests", f"{self.num_requests} requests", "an integer >= 1")
         extra = dict(parse_assignment(text, "set", many=False) for text in self.sets or [])
         for name in extra:
             ServeRequest.check_option(name, f"set.{name}")
@@ -87,14 +100,28 @@ class CapacityProbes(Group):
         if clash:
             raise InputError(f"set.{clash[0]}", "capacity sets this option itself",
                              "other `perfcast serve` options")
-        return {"model": model, "num_requests": self.num_requests, "seed": self.seed, **extra}
+        base = {"model": model, "num_requests": self.num_requests, "seed": self.seed, **extra}
+        _check_probe(base)
+        return base
+
+
+def _check_probe(base: dict[str, Any]) -> None:
+    """The serve options every probe shares make a serve request (checked once, up front,
+    naming the `--set` option), so a bad value is an error, not every candidate failing."""
+    try:
+        probe = ServeRequest.from_options(base)
+        probe.workload.token_lengths()
+        probe.speculative.rates()
+    except InputError as exc:
+        field = f"set.{exc.field}" if exc.field in base and exc.field != "model" else exc.field
+        raise InputError(field, exc.problem, exc.allowed) from None
 
 
 class Parallelism(Group):
     """Where independent runs go: worker processes here, or a Ray cluster."""
 
-    workers: int | None = Field(None, description="Worker processes (default: the CPU count; "
-                                "1 runs in this process).")
+    workers: int | None = Field(None, ge=1, le=4096, description="Worker processes (default: "
+                                "the CPU count; 1 runs in this process).")
     ray: bool = Field(False, description="Run on Ray (also when RAY_ADDRESS is set).")
 
 
@@ -165,7 +192,17 @@ def execute_capacity(r: ResolvedCapacity) -> CapacityResult:
     search = capacity_search(serve_payload, r.base, r.candidates, t.qps, r.slo, r.prices,
                              qps_step=p.probes.qps_step, backend=r.backend,
                              workers=p.parallelism.workers)
+    _check_some_ran(search["candidates"])
     return CapacityResult(r.request, search)
+
+
+def _check_some_ran(rows: list[dict[str, Any]]) -> None:
+    """Every candidate refused (no probe could run) is an input error, not 'no candidate
+    meets the SLOs': nothing was forecast."""
+    if rows and all(row["status"] == "error" for row in rows):
+        reasons = "; ".join(f"{row['gpu']} TP{row['tp']}: {row['reason']}" for row in rows)
+        raise InputError("tp", f"no candidate could be simulated ({reasons})",
+                         "GPUs and TP degrees that hold the model, and valid --set options")
 
 
 register(CapacityRequest, resolve_capacity, execute_capacity)

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from perfcast.api._base import Group
 from perfcast.comm import CollectiveModel, CustomAllReduce, default_collective_model
-from perfcast.errors import InputError
+from perfcast.errors import InputError, check_output_file
 from perfcast.kernels import (
     Calibration,
     PhysicsModel,
@@ -110,12 +110,27 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
             raise InputError("calibration", "only applies to --kernel-model calibrated",
                              "omit --calibration")
         return RooflineModel(), {"name": "roofline"}
-    model = (PhysicsModel(shipped_calibration().merged_with(Calibration.load(calibration)))
+    model = (PhysicsModel(shipped_calibration().merged_with(_user_calibration(calibration,
+                                                                              device)))
              if calibration else default_time_model())
     info = {"name": "calibrated", "calibration": calibration or "shipped"}
     if device is not None:
         info["tier"] = model.tier(device)
     return model, info
+
+
+def _user_calibration(path: str, device: Device | None) -> Calibration:
+    """A user's calibration, which must correct the device forecast: its per-device
+    corrections are all it adds to the shipped one, so a file for other devices would be
+    reported as used and change nothing."""
+    own = Calibration.load(path)
+    if device is not None and device.name not in own.devices:
+        mine = ", ".join(sorted(own.devices)) or "no device"
+        raise InputError("calibration", f"{path} holds corrections for {mine}, not for "
+                         f"{device.name}, the device forecast here",
+                         f"a calibration fitted on {device.name} (`perfcast calibrate "
+                         f"--device {device.name}`)")
+    return own
 
 
 def collective_model() -> CollectiveModel:
@@ -165,8 +180,8 @@ def precision_spec(dtype: str, kv_dtype: str | None, weight_dtype: str | None,
                      activation_quant=activation_quant)
 
 
-def never_overwrite(field: str, path) -> None:
-    """perfcast writes new files only: an existing output path is an error."""
-    if path is not None and path.exists():
-        raise InputError(field, f"{path} exists; perfcast never overwrites a file",
-                         "a new path")
+def never_overwrite(field: str, path, force: bool | None = None) -> None:
+    """An output path checked before any work (`perfcast.errors.check_output_file`): not a
+    folder, in an existing writable folder, and new: perfcast never overwrites a file unless
+    the command has `--force` and it was given."""
+    check_output_file(path, field, force)

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from perfcast.api._base import Request, register
 from perfcast.api._choices import Hardware
+from perfcast.api._units import MAX_GPUS
 from perfcast.comm import COLLECTIVES, NcclModel, algorithm_choice, bus_bandwidth_factor
 from perfcast.errors import InputError, close_matches
 from perfcast.specs import Cluster, cluster_for, cluster_names, get_cluster, get_device
@@ -22,11 +23,14 @@ __all__ = ["CollectiveHardware", "CollectiveRequest", "CollectiveResult", "Resol
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _FORMS = "a number of bytes (1e6, 4096) or with a unit: 64KiB, 64MiB, 1GB, 1.5GiB"
+# The buffer of one collective lives in each GPU's memory, and no GPU holds 1 TB (the largest
+# hold a few hundred GB): a bigger message is a typo (1e30 would print a 31-digit time).
+MAX_MESSAGE_BYTES = 1e12
 
 
 def parse_bytes(text: str) -> float:
     """Bytes from '1e6', '4096', '64MiB', '1GB', '1.5 GiB' (KB/MB/GB/TB decimal, KiB/MiB/GiB/
-    TiB binary)."""
+    TiB binary), at most MAX_MESSAGE_BYTES (1 TB: more than any GPU's memory holds)."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
@@ -34,14 +38,17 @@ def parse_bytes(text: str) -> float:
     value = float(match.group(1)) * _UNITS[unit]
     if not math.isfinite(value) or value <= 0:
         raise InputError("bytes", f"must be > 0, got {text!r}", _FORMS)
+    if value > MAX_MESSAGE_BYTES:
+        raise InputError("bytes", f"{text!r} is {value:.3g} bytes, over the 1 TB bound (more "
+                         "than any GPU's memory holds)", "<= 1TB")
     return value
 
 
 class CollectiveHardware(Hardware):
     """A catalog GPU or a cluster preset, and how many nodes the group spans."""
 
-    nodes: int | None = Field(None, description="Nodes the group spans (default: as few as "
-                              "hold it).")
+    nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes the group spans "
+                              "(default: as few as hold it).")
 
     def machines(self, gpus: int) -> Cluster:
         """The machines of a group of `gpus` spread over `nodes` (an even split)."""
@@ -82,7 +89,7 @@ class CollectiveRequest(Request):
 
     command = "collective"
     op: str = Field(description=f"Collective: {', '.join(COLLECTIVES)}.")
-    num_gpus: int = Field(description="GPUs in the group.")
+    num_gpus: int = Field(le=MAX_GPUS, description="GPUs in the group.")
     message: str = Field(alias="bytes", description="Message size (the whole buffer, "
                          "nccl-tests' size): 1e6, 64MiB, 1GB.")
     algorithm: str = Field("auto", description="NCCL algorithm, or auto (the fastest).")

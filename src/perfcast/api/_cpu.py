@@ -51,7 +51,7 @@ class CpuMeasurement(Group):
     quick: bool = Field(False, description="Short sweep and fewer retries (~10 s).")
     repeats: int | None = Field(None, description="Timed forwards (median); default 5, 3 with "
                                 "--quick.")
-    seed: int = Field(0, description="Sweep shapes and model weights seed.")
+    seed: int = Field(0, ge=0, description="Sweep shapes and model weights seed.")
 
 
 class CpuRequest(Request):

@@ -11,6 +11,7 @@ from pydantic import Field
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import KernelChoice
+from perfcast.api._units import MAX_BATCH
 from perfcast.compose import DiffusionForecast, Execution, forecast_diffusion
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
@@ -22,6 +23,8 @@ from perfcast.specs import (
     get_diffusion_model,
 )
 
+MAX_PIXELS = 65_536  # an image edge: 8x the largest latent-diffusion outputs
+
 __all__ = ["DiffusionImage", "DiffusionRequest", "DiffusionResult", "DiffusionSampler",
            "ResolvedDiffusion"]
 
@@ -29,20 +32,27 @@ __all__ = ["DiffusionImage", "DiffusionRequest", "DiffusionResult", "DiffusionSa
 class DiffusionImage(Group):
     """The images one call generates."""
 
-    resolution: int = Field(1024, description="Square image edge in pixels.")
-    height: int | None = Field(None, description="Image height (default: --resolution).")
-    width: int | None = Field(None, description="Image width (default: --resolution).")
-    batch: int = Field(1, description="Images generated together.")
+    resolution: int = Field(1024, ge=1, le=MAX_PIXELS, description="Square image edge in "
+                            "pixels.")
+    height: int | None = Field(None, ge=1, le=MAX_PIXELS, description="Image height (default: "
+                               "--resolution).")
+    width: int | None = Field(None, ge=1, le=MAX_PIXELS, description="Image width (default: "
+                              "--resolution).")
+    batch: int = Field(1, ge=1, le=MAX_BATCH, description="Images generated together.")
 
     def size(self) -> tuple[int, int]:
-        """(height, width) in pixels."""
-        return (self.height or self.resolution, self.width or self.resolution)
+        """(height, width) in pixels; --resolution with both of them given would be unread."""
+        if self.height is not None and self.width is not None and self.resolution != 1024:
+            raise InputError("resolution", "--resolution with both --height and --width: give "
+                             "the square edge or the two sides", "one of them")
+        return (self.resolution if self.height is None else self.height,
+                self.resolution if self.width is None else self.width)
 
 
 class DiffusionSampler(Group):
     """The denoising loop and its prompts."""
 
-    steps: int = Field(30, description="Denoising steps (UNet calls).")
+    steps: int = Field(30, ge=1, le=10_000, description="Denoising steps (UNet calls).")
     guidance: bool = Field(True, description="Classifier-free guidance (UNet batch x2).")
     negative_prompt: bool = Field(False, description="Encode a negative prompt (else SDXL "
                                   "uses zero embeddings).")

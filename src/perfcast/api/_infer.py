@@ -16,6 +16,7 @@ from perfcast.api._choices import (
     PrecisionChoice,
     serving_collective_model,
 )
+from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.comm import CollectiveModel
 from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
 from perfcast.errors import InputError
@@ -29,20 +30,25 @@ __all__ = ["InferEngine", "InferPlan", "InferRequest", "InferResult", "InferWork
 class InferPlan(Group):
     """One request runs on one TP x CP group."""
 
-    tp: int | None = Field(None, description="Tensor-parallel degree.")
-    num_gpus: int | None = Field(None, description="GPUs (= tp x cp for one request).")
-    cp: int = Field(1, description="Context-parallel degree: the prompt split over cp GPUs "
-                    "(ring attention prefill, sharded-KV decode).")
+    tp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Tensor-parallel degree.")
+    num_gpus: int | None = Field(None, ge=1, le=MAX_GPUS, description="GPUs (= tp x cp for "
+                                 "one request).")
+    cp: int = Field(1, ge=1, le=MAX_GPUS, description="Context-parallel degree: the prompt "
+                    "split over cp GPUs (ring attention prefill, sharded-KV decode).")
 
     def spec(self) -> ParallelPlan:
         return inference_plan(self.tp, self.num_gpus, self.cp)
+
+
+MAX_IMAGES = 1_000  # images in one request: multimodal engines take a handful
 
 
 def inference_plan(tp: int | None, num_gpus: int | None, cp: int = 1) -> ParallelPlan:
     """The TP x CP group of one request; tp defaults to what fills `num_gpus`."""
     if cp < 1:
         raise InputError("cp", f"must be >= 1, got {cp}", ">= 1")
-    tp = tp or (num_gpus // cp if num_gpus else 1) or 1
+    if tp is None:  # an explicit 0 is refused below, not replaced
+        tp = max(num_gpus // cp, 1) if num_gpus else 1
     if num_gpus is not None and num_gpus != tp * cp:
         raise InputError("num_gpus", f"{num_gpus} GPUs with tp={tp}, cp={cp}: one request "
                          "runs on one TP x CP group", str(tp * cp))
@@ -52,11 +58,14 @@ def inference_plan(tp: int | None, num_gpus: int | None, cp: int = 1) -> Paralle
 
 
 class InferWorkload(Group):
-    images: int = Field(0, description="Images per request (multimodal models: each adds its "
-                        "vision tokens and encoding time).")
-    prompt_tokens: int = Field(512, description="Prompt length per request.")
-    output_tokens: int = Field(128, description="Generated tokens per request.")
-    batch: int = Field(1, description="Requests run together (static batch).")
+    images: int = Field(0, ge=0, le=MAX_IMAGES, description="Images per request (multimodal "
+                        "models: each adds its vision tokens and encoding time).")
+    prompt_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="Prompt length per "
+                               "request.")
+    output_tokens: int = Field(128, ge=0, le=MAX_TOKENS, description="Generated tokens per "
+                               "request.")
+    batch: int = Field(1, ge=1, le=MAX_BATCH, description="Requests run together (static "
+                       "batch).")
 
 
 class InferEngine(Group):

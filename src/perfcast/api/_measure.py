@@ -16,8 +16,8 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import _shorthand
-from perfcast.errors import InputError
+from perfcast.api._choices import _shorthand, never_overwrite
+from perfcast.errors import InputError, writing
 from perfcast.measure import (
     local_cpu_device,
     measure_torch_dispatch_s,
@@ -48,8 +48,9 @@ class MeasureSweep(Group):
     """How many shapes, and how often each is timed."""
 
     quick: bool = Field(False, description="A small sweep (seconds).")
-    repeats: int = Field(5, description="Timed repeats per shape (median kept).")
-    seed: int = Field(0, description="Seed for the shape list and data.")
+    repeats: int = Field(5, ge=1, le=1000, description="Timed repeats per shape (median "
+                         "kept).")
+    seed: int = Field(0, ge=0, description="Seed for the shape list and data.")
 
 
 class MeasureOutputs(Group):
@@ -110,12 +111,8 @@ def _check_out(out: Path, force: bool) -> Path:
     if out.suffix.lower() not in SUFFIXES:
         raise InputError("out", f"unknown file type {out.suffix or '(none)'!r} for {out}",
                          SUFFIXES)
-    if not out.parent.is_dir():
-        raise InputError("out", f"directory {out.parent} does not exist", "an existing directory")
     for path in (out, device_path(out)):
-        if path.exists() and not force:
-            raise InputError("out", f"{path} exists; pass --force to overwrite it",
-                             "a new path, or --force")
+        never_overwrite("out", path, force)
     return out
 
 
@@ -173,10 +170,12 @@ def _device_spec(r: ResolvedMeasure, df: pd.DataFrame) -> Device | None:
 
 def _write(df: pd.DataFrame, out: Path) -> None:
     if out.suffix.lower() == ".csv":
-        df.to_csv(out, index=False)
+        with writing(out, "out"):
+            df.to_csv(out, index=False)
         return
     try:
-        df.to_parquet(out, index=False, engine="pyarrow")
+        with writing(out, "out"):
+            df.to_parquet(out, index=False, engine="pyarrow")
     except ImportError:
         raise InputError("out", "writing Parquet needs pyarrow (pip install pyarrow)",
                          "a .csv path, or install pyarrow") from None
@@ -229,7 +228,8 @@ def execute_measure(r: ResolvedMeasure) -> MeasureResult:
     spec_path = None
     if spec is not None:
         spec_path = device_path(r.out)
-        spec_path.write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n")
+        with writing(spec_path, "out"):
+            spec_path.write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n")
     return MeasureResult(r.request, df, _summary(df), spec, r.out, spec_path, seconds)
 
 

@@ -16,6 +16,7 @@ from perfcast.api._choices import (
     serving_collective_model,
 )
 from perfcast.api._infer import inference_plan
+from perfcast.api._units import MAX_GPUS, MAX_TOKENS
 from perfcast.comm import CollectiveModel
 from perfcast.compose import HOST_PROFILES, Execution, RAGForecast, forecast_rag
 from perfcast.errors import InputError
@@ -35,6 +36,7 @@ __all__ = ["SEARCH_DEVICES", "RagEngine", "RagIndex", "RagModels", "RagPlan", "R
            "RagResult", "RagWorkload", "ResolvedRag"]
 
 SEARCH_DEVICES = ("gpu", "cpu")
+MAX_VECTORS = 10**12  # vectors in one index: 1000x the largest public billion-scale sets
 
 
 class RagModels(Group):
@@ -47,7 +49,8 @@ class RagModels(Group):
 class RagPlan(Group):
     """The generator runs on one tensor-parallel group."""
 
-    tp: int | None = Field(None, description="Generator tensor-parallel degree.")
+    tp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Generator tensor-parallel "
+                           "degree.")
 
     def spec(self) -> ParallelPlan:
         return inference_plan(self.tp, None)
@@ -56,23 +59,27 @@ class RagPlan(Group):
 class RagWorkload(Group):
     """One query, the chunks retrieved into its prompt, and the answer."""
 
-    query_tokens: int = Field(32, description="Query length in tokens.")
-    top_k: int = Field(5, description="Chunks retrieved into the prompt.")
-    chunk_tokens: int = Field(512, description="Tokens per retrieved chunk.")
-    output_tokens: int = Field(256, description="Generated tokens.")
+    query_tokens: int = Field(32, ge=1, le=MAX_TOKENS, description="Query length in tokens.")
+    top_k: int = Field(5, ge=1, le=100_000, description="Chunks retrieved into the prompt.")
+    chunk_tokens: int = Field(512, ge=1, le=MAX_TOKENS, description="Tokens per retrieved "
+                              "chunk.")
+    output_tokens: int = Field(256, ge=0, le=MAX_TOKENS, description="Generated tokens.")
 
 
 class RagIndex(Group):
     """The vector index and where it is searched."""
 
     index: str = Field("flat", description=f"Vector index: {', '.join(INDEX_KINDS)}.")
-    index_vectors: int = Field(10_000_000, description="Vectors in the index.")
-    dim: int | None = Field(None, description="Vector width (default: the embedding model's "
-                            "hidden size).")
+    index_vectors: int = Field(10_000_000, ge=1, le=MAX_VECTORS, description="Vectors in the "
+                               "index.")
+    dim: int | None = Field(None, ge=1, le=65_536, description="Vector width (default: the "
+                            "embedding model's hidden size).")
     vector_dtype: str = Field("fp32", description="Stored vector dtype (flat, ivf-flat).")
-    nlist: int = Field(16_384, description="IVF lists (coarse centroids).")
-    nprobe: int = Field(32, description="IVF lists scanned per query.")
-    pq_bytes: int = Field(64, description="PQ code bytes per vector (ivf-pq).")
+    nlist: int = Field(16_384, ge=1, le=MAX_VECTORS, description="IVF lists (coarse "
+                       "centroids).")
+    nprobe: int = Field(32, ge=1, le=MAX_VECTORS, description="IVF lists scanned per query.")
+    pq_bytes: int = Field(64, ge=1, le=65_536, description="PQ code bytes per vector "
+                          "(ivf-pq).")
     search_device: str = Field("gpu", description="gpu (beside the generator) or cpu.")
     cpu: str = Field("epyc-9654", description="CPU spec for --search-device cpu.")
 
@@ -87,8 +94,12 @@ class RagIndex(Group):
         return box
 
     def spec(self, embedder: ModelSpec) -> VectorIndex:
+        if self.nprobe > self.nlist:
+            raise InputError("nprobe", f"{self.nprobe} lists scanned of --nlist {self.nlist}",
+                             f"<= --nlist ({self.nlist})")
         return VectorIndex(kind=self.index, vectors=self.index_vectors,
-                           dim=self.dim or embedder.hidden_size, dtype=self.vector_dtype,
+                           dim=embedder.hidden_size if self.dim is None else self.dim,
+                           dtype=self.vector_dtype,
                            nlist=self.nlist, nprobe=self.nprobe, pq_bytes=self.pq_bytes)
 
 

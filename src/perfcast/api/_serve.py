@@ -15,12 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import Hardware, ServingPrecision, _shorthand, never_overwrite
-from perfcast.errors import InputError
+from perfcast.api._units import (
+    MAX_BATCH,
+    MAX_GPUS,
+    MAX_REQUESTS,
+    MAX_TOKENS,
+    TPOT_PLAIN_MAX_S,
+    TTFT_PLAIN_MAX_S,
+    parse_seconds,
+)
+from perfcast.errors import InputError, writing
 from perfcast.serve import (
     ServeConfig,
     Workload,
@@ -37,6 +46,9 @@ __all__ = ["Colocation", "Disaggregation", "ResolvedServe", "ServeDeployment", "
 
 DEFAULT_GPU = "a100-sxm4-80gb"  # when neither --gpu nor --cluster is given
 OUT_FORMATS = (".csv", ".parquet")
+# Tokens per request (prompt + output) the simulation takes: longer drawn or recorded
+# requests are clipped to it, fixed lengths above it refused (`make_workload`'s max_tokens).
+MAX_REQUEST_TOKENS = 4096
 
 
 class ServeModel(Group):
@@ -53,14 +65,14 @@ class ServeModel(Group):
 class ServeDeployment(Group):
     """`replicas` copies of a TP x PP group behind the router; MoE layers split over EP."""
 
-    tp: int = Field(1, description="Tensor-parallel degree per replica.")
-    pp: int = Field(1, description="Pipeline stages per replica.")
-    replicas: int = Field(1, description="Replicas behind the router.")
-    ep: int = Field(1, description="Expert-parallel degree of MoE layers.")
-    attention_dp: int = Field(1, description="Attention data-parallel ranks sharing one EP "
-                              "group (each a replica).")
-    expert_skew: float = Field(DEFAULT_EXPERT_SKEW, description="Most loaded EP rank's routed "
-                               "tokens / the mean (1 = balanced).")
+    tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree per replica.")
+    pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline stages per replica.")
+    replicas: int = Field(1, ge=1, le=MAX_GPUS, description="Replicas behind the router.")
+    ep: int = Field(1, ge=1, le=MAX_GPUS, description="Expert-parallel degree of MoE layers.")
+    attention_dp: int = Field(1, ge=1, le=MAX_GPUS, description="Attention data-parallel ranks "
+                              "sharing one EP group (each a replica).")
+    expert_skew: float = Field(DEFAULT_EXPERT_SKEW, ge=1.0, le=64.0, description="Most loaded "
+                               "EP rank's routed tokens / the mean (1 = balanced).")
 
 
 class ServeEngine(Group):
@@ -68,12 +80,15 @@ class ServeEngine(Group):
 
     scheduler: str = Field("vllm-v0", description="vllm-v0, vllm-v1, sarathi, orca or static.")
     router: str = Field("round-robin", description="round-robin, least-outstanding or least-kv.")
-    max_batch: int = Field(256, description="Max sequences per step.")
-    max_batch_tokens: int | None = Field(None, description="Token budget per step.")
-    chunk_size: int | None = Field(None, description="Prefill chunk (sarathi/vllm-v1).")
-    block_size: int = Field(16, description="KV-cache tokens per block.")
+    max_batch: int = Field(256, ge=1, le=MAX_BATCH, description="Max sequences per step.")
+    max_batch_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Token budget "
+                                         "per step.")
+    chunk_size: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Prefill chunk "
+                                   "(sarathi/vllm-v1).")
+    block_size: int = Field(16, ge=1, le=1024, description="KV-cache tokens per block.")
     preemption: str = Field("recompute", description="recompute or swap.")
-    gpu_memory_utilization: float = Field(0.9, description="Share of GPU memory used.")
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="Share of GPU "
+                                          "memory used.")
     allreduce: str = Field("custom", description="TP all-reduce: custom or nccl.")
     host_overlap: bool = Field(False, description="CPU scheduling overlaps the GPU step.")
     prefix_cache: bool = Field(False, description="Automatic prefix caching.")
@@ -84,10 +99,13 @@ class ServeWorkload(Group):
 
     arrival: str | None = Field(None, description="poisson, gamma, trace or closed_loop "
                                 "(default from qps/concurrency).")
-    qps: float | None = Field(None, description="Mean arrival rate (open loop).")
-    concurrency: int | None = Field(None, description="Requests kept in flight (closed loop).")
-    cv: float | None = Field(None, description="Gamma arrivals' coefficient of variation.")
-    num_requests: int = Field(200, description="Requests to simulate.")
+    qps: float | None = Field(None, gt=0.0, allow_inf_nan=False, description="Mean arrival "
+                              "rate (open loop).")
+    concurrency: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="Requests kept in "
+                                    "flight (closed loop).")
+    cv: float | None = Field(None, gt=0.0, allow_inf_nan=False, description="Gamma arrivals' "
+                             "coefficient of variation.")
+    num_requests: int = Field(200, ge=1, le=MAX_REQUESTS, description="Requests to simulate.")
     lengths: str = Field("fixed", description="fixed, uniform, zipf, trace or csv.")
     prompt_tokens: str | None = Field(None, description="N (fixed), LO,HI (uniform) or A,MAX "
                                       "(zipf).")
@@ -96,11 +114,14 @@ class ServeWorkload(Group):
                               "splitwise-code.")
     csv: Path | None = Field(None, description="Request CSV (prompt_tokens, output_tokens"
                              "[, arrival_s]).")
-    system_prompt_tokens: int | None = Field(None, description="Shared system prompt length.")
-    prompt_groups: int = Field(1, description="Distinct system prompts.")
-    turns: int | None = Field(None, description="Chats of this many turns.")
-    think_s: float = Field(0.0, description="Seconds before a user's next turn.")
-    seed: int = Field(0, description="Workload seed.")
+    system_prompt_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Shared "
+                                            "system prompt length.")
+    prompt_groups: int = Field(1, ge=1, le=MAX_REQUESTS, description="Distinct system prompts.")
+    turns: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="Chats of this many "
+                              "turns.")
+    think_s: float = Field(0.0, ge=0.0, allow_inf_nan=False, description="Seconds before a "
+                           "user's next turn.")
+    seed: int = Field(0, ge=0, description="Workload seed.")
 
     @property
     def arrival_process(self) -> str:
@@ -111,15 +132,72 @@ class ServeWorkload(Group):
 
     def make(self, seed: int) -> Workload:
         """The stream drawn with `seed`; fixed lengths default to 512 prompt, 128 output."""
-        defaults = {"fixed": (512, 128)}.get(self.lengths, (None, None))
+        prompt, output = self.token_lengths()
         return make_workload(
             self.num_requests, arrival=self.arrival_process, qps=self.qps, cv=self.cv,
-            concurrency=self.concurrency, lengths=self.lengths,
-            prompt_tokens=_pair(self.prompt_tokens, "prompt_tokens") or defaults[0],
-            output_tokens=_pair(self.output_tokens, "output_tokens") or defaults[1],
-            trace=self.trace, csv=self.csv, system_prompt_tokens=self.system_prompt_tokens,
+            concurrency=self.concurrency, lengths=self.lengths, prompt_tokens=prompt,
+            output_tokens=output, trace=self.trace, csv=self.csv,
+            max_tokens=MAX_REQUEST_TOKENS, system_prompt_tokens=self.system_prompt_tokens,
             prompt_groups=self.prompt_groups, turns=self.turns, think_s=self.think_s,
             seed=seed)
+
+    def token_lengths(self) -> tuple[Any, Any]:
+        """(prompt, output) length specs for `make_workload`, every option checked first."""
+        _check_arrivals(self)
+        _check_lengths(self)
+        defaults = {"fixed": (512, 128)}.get(self.lengths, (None, None))
+        prompt = _pair(self.prompt_tokens, "prompt_tokens") or defaults[0]
+        output = _pair(self.output_tokens, "output_tokens") or defaults[1]
+        _check_fixed_total(self.lengths, prompt, output)
+        return prompt, output
+
+
+def _dash(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def _check_arrivals(w: ServeWorkload) -> None:
+    """One arrival process: open loop (qps) or closed loop (concurrency); cv is gamma's."""
+    if w.qps is not None and w.concurrency is not None:
+        raise InputError("qps", "--qps and --concurrency: give one (open loop or closed loop)",
+                         "--qps (open loop) or --concurrency (closed loop)")
+    if w.cv is not None and w.arrival_process != "gamma":
+        raise InputError("cv", f"--cv and --arrival {w.arrival_process}: cv shapes gamma "
+                         "arrivals only", "--arrival gamma, or omit --cv")
+
+
+def _check_lengths(w: ServeWorkload) -> None:
+    """Lengths come from one place; a source or a shared-content option must be read."""
+    if w.lengths in ("trace", "csv"):
+        for option in ("prompt_tokens", "output_tokens"):
+            if getattr(w, option) is not None:
+                raise InputError(option, f"{_dash(option)} and --lengths {w.lengths}: the "
+                                 f"{w.lengths} gives every request's lengths",
+                                 f"omit {_dash(option)}, or --lengths fixed, uniform or zipf")
+    replay = w.arrival_process == "trace"
+    unread = (("trace", w.trace is not None and w.lengths != "trace" and not (
+        replay and w.csv is None)), ("csv", w.csv is not None and w.lengths != "csv"
+                                     and not replay))
+    for option, ignored in unread:
+        if ignored:
+            raise InputError(option, f"{_dash(option)} is read only with --lengths {option} "
+                             "or --arrival trace", f"--lengths {option}, --arrival trace, or "
+                             f"omit {_dash(option)}")
+    for option, needs, given in (("prompt_groups", "system_prompt_tokens", w.prompt_groups != 1),
+                                 ("think_s", "turns", w.think_s != 0.0)):
+        if given and getattr(w, needs) is None:
+            raise InputError(option, f"{_dash(option)} applies only with {_dash(needs)}",
+                             f"{_dash(needs)}, or omit {_dash(option)}")
+
+
+def _check_fixed_total(lengths: str, prompt, output) -> None:
+    """Fixed lengths above what one simulated request holds are refused (drawn ones are
+    clipped), naming the options a user gave."""
+    if lengths == "fixed" and isinstance(prompt, int) and isinstance(output, int) \
+            and prompt + output > MAX_REQUEST_TOKENS:
+        raise InputError("prompt_tokens", f"prompt + output tokens = {prompt + output} exceeds "
+                         f"the {MAX_REQUEST_TOKENS} tokens a simulated request holds",
+                         f"--prompt-tokens + --output-tokens <= {MAX_REQUEST_TOKENS}")
 
 
 def _pair(text: str | None, field: str) -> int | tuple[float | int, ...] | None:
@@ -130,6 +208,9 @@ def _pair(text: str | None, field: str) -> int | tuple[float | int, ...] | None:
         parts = [float(p) for p in text.split(",")]
     except ValueError:
         raise InputError(field, f"not a number or pair: {text!r}", "N or LO,HI") from None
+    if any(abs(p) > MAX_TOKENS for p in parts):
+        raise InputError(field, f"{text!r} is over the {MAX_TOKENS:,}-token bound",
+                         f"N or LO,HI with values <= {MAX_TOKENS:,}")
     if len(parts) == 1 and parts[0].is_integer():
         return int(parts[0])
     if len(parts) == 2:  # integers stay integers (uniform bounds, zipf's max)
@@ -140,7 +221,7 @@ def _pair(text: str | None, field: str) -> int | tuple[float | int, ...] | None:
 class SpeculativeDecoding(Group):
     """Draft tokens proposed per step (0: off), by a draft model or draft-free."""
 
-    spec_k: int = Field(0, description="Draft tokens proposed per step (0: off).")
+    spec_k: int = Field(0, ge=0, le=16, description="Draft tokens proposed per step (0: off).")
     spec_draft_model: str | None = Field(None, description="Draft model (catalog name); "
                                          "None: draft-free.")
     spec_acceptance: str = Field("0.7", description="Per-token acceptance rate, or one per "
@@ -195,8 +276,17 @@ class Colocation(Group):
 class ServeSlos(Group):
     """Latency SLOs for goodput: both or neither."""
 
-    ttft_slo: float | None = Field(None, description="TTFT SLO (s) for goodput.")
-    tpot_slo: float | None = Field(None, description="TPOT SLO (s) for goodput.")
+    ttft_slo: float | None = Field(None, description="TTFT SLO for goodput: 500ms, 0.5s (a "
+                                   "bare number is seconds).")
+    tpot_slo: float | None = Field(None, description="TPOT SLO for goodput: 50ms, 0.05s (a "
+                                   "bare number is seconds).")
+
+    @field_validator("ttft_slo", "tpot_slo", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any, info) -> float | None:
+        """`500ms`, `0.5s` or a bare number of seconds (refused when only ms make sense)."""
+        limit = TTFT_PLAIN_MAX_S if info.field_name == "ttft_slo" else TPOT_PLAIN_MAX_S
+        return parse_seconds(value, info.field_name, limit)
 
     def pair(self) -> tuple[float | None, float | None]:
         if (self.ttft_slo is None) != (self.tpot_slo is None):
@@ -249,8 +339,40 @@ class ResolvedServe:
     slos: tuple[float | None, float | None]
 
 
+def _given(request: ServeRequest, *options: str) -> str | None:
+    """The first of `options` the request sets to other than its default."""
+    given, defaults = request.options(), ServeRequest.option_defaults()
+    return next((o for o in options if given[o] != defaults[o]), None)
+
+
+def _check_modes(request: ServeRequest) -> None:
+    """Options of a mode the request is not in are refused, not ignored: co-location with
+    disaggregation or the output files, pools sized by --tp/--replicas, speculation's
+    settings without --spec-k."""
+    colocated, disagg = bool(request.colocation.colocate), request.disaggregation.enabled
+    if colocated and disagg:
+        raise InputError("colocate", "--colocate and --disagg-prefill/--disagg-decode: give "
+                         "one (co-located models or disaggregated pools)", "one of them")
+    option = _given(request, "out", "trace_out") if colocated else None
+    if option is not None:
+        raise InputError(option, "is not written for co-located runs (--colocate); the "
+                         "payload holds each model's summary", f"omit {_dash(option)}")
+    if not colocated and _given(request, "colocate_sharing"):
+        raise InputError("colocate_sharing", "applies only with --colocate",
+                         "--colocate MODEL, or omit --colocate-sharing")
+    option = _given(request, "tp", "replicas") if disagg else None
+    if option is not None:
+        raise InputError(option, f"{_dash(option)} and --disagg-prefill/--disagg-decode: each "
+                         "pool gives its own REPLICASxTP", f"omit {_dash(option)}")
+    option = _given(request, "spec_acceptance", "spec_draft_gpu")
+    if option is not None and request.speculative.spec_k == 0:
+        raise InputError(option, "applies only with speculative decoding (--spec-k >= 1)",
+                         f"--spec-k N, or omit {_dash(option)}")
+
+
 def resolve_serve(request: ServeRequest) -> ResolvedServe:
     """Specs of the deployment(s) and the workload(s); every check before any simulation."""
+    _check_modes(request)
     request.outputs.check()
     slos = request.slos.pair()
     hw, d, e, s = request.hardware, request.deployment, request.engine, request.speculative
@@ -311,7 +433,8 @@ def _kv_capacity(result, block_size: int) -> dict:
 
 def _write_table(table: pd.DataFrame, out: Path | None) -> None:
     if out is not None:
-        (table.to_csv if out.suffix == ".csv" else table.to_parquet)(out, index=False)
+        with writing(out, "out"):
+            (table.to_csv if out.suffix == ".csv" else table.to_parquet)(out, index=False)
 
 
 def _single(r: ResolvedServe) -> ServeResult:
@@ -322,7 +445,8 @@ def _single(r: ResolvedServe) -> ServeResult:
     metrics = result.summary(*r.slos) | _kv_capacity(result, config.block_size)
     _write_table(result.requests, request.outputs.out)
     if trace_out is not None:
-        trace_out.write_text(json.dumps(result.chrome_trace()))
+        with writing(trace_out, "trace_out"):
+            trace_out.write_text(json.dumps(result.chrome_trace()))
     d, e, w = request.deployment, request.engine, request.workload
     inputs = {"model": config.model if isinstance(config.model, str) else config.model.name,
               "gpu": r.gpu, "cluster": request.hardware.cluster, "tp": d.tp, "pp": d.pp,

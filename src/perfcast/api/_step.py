@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import KernelChoice, ModelChoice, collective_model, never_overwrite
+from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.comm import CollectiveModel
 from perfcast.compose import (
     Execution,
@@ -29,7 +30,7 @@ from perfcast.compose import (
     step_time,
     step_timeline,
 )
-from perfcast.errors import InputError
+from perfcast.errors import InputError, writing
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import EAGER_MODES, eager_ops
 from perfcast.specs import (
@@ -62,10 +63,10 @@ class StepHardware(Group):
 class StepPlan(Group):
     """Tensor, pipeline and data parallel degrees (pipeline combines with neither)."""
 
-    num_gpus: int | None = Field(None, description="GPUs (= tp x pp x dp).")
-    tp: int = Field(1, description="Tensor-parallel degree.")
-    pp: int = Field(1, description="Pipeline stages (one micro-batch).")
-    dp: int = Field(1, description="Data-parallel replicas (DDP).")
+    num_gpus: int | None = Field(None, ge=1, le=MAX_GPUS, description="GPUs (= tp x pp x dp).")
+    tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree.")
+    pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline stages (one micro-batch).")
+    dp: int = Field(1, ge=1, le=MAX_GPUS, description="Data-parallel replicas (DDP).")
 
     def gpus(self) -> int:
         return step_layout(self.num_gpus, self.tp, self.pp, self.dp)
@@ -86,8 +87,9 @@ def step_layout(num_gpus: int | None, tp: int, pp: int, dp: int) -> int:
 
 
 class StepWorkload(Group):
-    batch: int = Field(1, description="Sequences in the batch (global, across dp).")
-    seq_len: int = Field(512, description="Tokens per sequence.")
+    batch: int = Field(1, ge=1, le=MAX_BATCH, description="Sequences in the batch (global, "
+                       "across dp).")
+    seq_len: int = Field(512, ge=1, le=MAX_TOKENS, description="Tokens per sequence.")
     mode: str = Field("forward", description="forward or training (forward + backward).")
 
 
@@ -228,7 +230,8 @@ def execute_step(r: ResolvedStep) -> StepResult:
               "kernel_model": r.kernel_info}
     trace = q.outputs.trace
     if trace is not None:
-        trace.write_text(json.dumps(chrome_trace(step_timeline(one, e.execution))))
+        with writing(trace, "trace"):
+            trace.write_text(json.dumps(chrome_trace(step_timeline(one, e.execution))))
     return StepResult(q, inputs, one, _parallel(r, one), trace)
 
 

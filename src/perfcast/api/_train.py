@@ -20,8 +20,9 @@ from pydantic import Field
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import Hardware, KernelChoice, ModelChoice
-from perfcast.errors import InputError
+from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, never_overwrite
+from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
+from perfcast.errors import InputError, writing
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import CNN_MODELS
 from perfcast.specs import (
@@ -60,23 +61,33 @@ _FIT_HINT = ("a higher --zero, more --tp/--pp/--cp, --sp, --recompute full or a 
              "--micro-batch")
 # Options a ResNet does not take: it trains data-parallel only (PyTorch DDP).
 _DDP_ONLY = ("tp", "pp", "cp", "ep", "sp", "zero", "recompute", "lora_rank", "sweep", "rlhf",
-             "stack", "allow_oom")
+             "stack", "allow_oom", "seq_len", "expert_skew", "schedule", "virtual_stages",
+             "top", "response_tokens", "generation_tp")
+# Options `--sweep` searches over itself (or, for allow_oom, reports as the `fits` column).
+_SWEPT = ("tp", "pp", "cp", "ep", "sp", "zero", "schedule", "virtual_stages", "recompute",
+          "allow_oom")
+# Options only one question reads: (its switch, the options).
+_ONLY_WITH = (("sweep", ("top",)), ("rlhf", ("response_tokens", "generation_tp")))
 
 
 class TrainPlan(Group):
     """The parallel layout: tp x pp x cp x dp GPUs, plus experts, ZeRO and the schedule."""
 
-    num_gpus: int | None = Field(None, description="GPUs (= tp x pp x cp x dp).")
-    tp: int = Field(1, description="Tensor-parallel degree.")
-    pp: int = Field(1, description="Pipeline stages.")
-    dp: int | None = Field(None, description="Data-parallel degree (default: fills "
-                           "--num-gpus).")
-    ep: int = Field(1, description="Expert-parallel degree (MoE).")
-    cp: int = Field(1, description="Context-parallel degree (ring attention).")
+    num_gpus: int | None = Field(None, ge=1, le=MAX_GPUS, description="GPUs (= tp x pp x cp "
+                                 "x dp).")
+    tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree.")
+    pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline stages.")
+    dp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Data-parallel degree "
+                           "(default: fills --num-gpus).")
+    ep: int = Field(1, ge=1, le=MAX_GPUS, description="Expert-parallel degree (MoE).")
+    cp: int = Field(1, ge=1, le=MAX_GPUS, description="Context-parallel degree (ring "
+                    "attention).")
     sp: bool = Field(False, description="Megatron sequence parallelism (needs --tp > 1).")
-    zero: int = Field(0, description="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2).")
+    zero: int = Field(0, ge=0, le=3, description="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, "
+                      "SHARD_GRAD_OP = 2).")
     schedule: str = Field("1f1b", description="gpipe, 1f1b or interleaved-1f1b.")
-    virtual_stages: int = Field(1, description="Model chunks per stage (interleaved-1f1b).")
+    virtual_stages: int = Field(1, ge=1, le=1024, description="Model chunks per stage "
+                                "(interleaved-1f1b).")
 
     def layout(self) -> tuple[int, int]:
         """(dp, GPUs) of this layout."""
@@ -120,10 +131,13 @@ def pipeline_schedule(name: str) -> PipelineSchedule:
 class TrainWorkload(Group):
     """What one iteration processes."""
 
-    micro_batch: int = Field(1, description="Sequences per micro-batch per DP rank.")
-    global_batch: int | None = Field(None, description="Sequences per iteration, all DP "
-                                     "ranks (default: one micro-batch per rank).")
-    seq_len: int = Field(2048, description="Tokens per sequence (RLHF: per prompt).")
+    micro_batch: int = Field(1, ge=1, le=MAX_BATCH, description="Sequences per micro-batch "
+                             "per DP rank.")
+    global_batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="Sequences per "
+                                     "iteration, all DP ranks (default: one micro-batch per "
+                                     "rank).")
+    seq_len: int = Field(2048, ge=1, le=MAX_TOKENS, description="Tokens per sequence (RLHF: "
+                         "per prompt).")
 
 
 class TrainRecipe(Group):
@@ -132,8 +146,10 @@ class TrainRecipe(Group):
     recompute: str = Field("none", description="none, selective or full.")
     dtype: str | None = Field(None, description="bf16, fp16, fp32 or fp8 (FP8 GEMMs); "
                               "default bf16 (fp32 for CNNs).")
-    lora_rank: int | None = Field(None, description="LoRA rank on all linear layers.")
-    expert_skew: float = Field(1.0, description="Most loaded EP rank / mean (MoE).")
+    lora_rank: int | None = Field(None, ge=1, le=65_536, description="LoRA rank on all linear "
+                                  "layers.")
+    expert_skew: float = Field(1.0, ge=1.0, le=64.0, description="Most loaded EP rank / mean "
+                               "(MoE).")
 
 
 class PlanSearch(Group):
@@ -141,7 +157,7 @@ class PlanSearch(Group):
 
     sweep: bool = Field(False, description="Search every plan for --num-gpus; print the "
                         "fastest that fit.")
-    top: int = Field(10, description="Plans to print with --sweep.")
+    top: int = Field(10, ge=1, le=100_000, description="Plans to print with --sweep.")
 
 
 class RLHFOptions(Group):
@@ -150,8 +166,10 @@ class RLHFOptions(Group):
 
     rlhf: bool = Field(False, description="One RLHF PPO step: generation, scoring, actor and "
                        "critic training.")
-    response_tokens: int = Field(256, description="RLHF: generated tokens per prompt.")
-    generation_tp: int = Field(1, description="RLHF: GPUs per generation replica.")
+    response_tokens: int = Field(256, ge=1, le=MAX_TOKENS, description="RLHF: generated "
+                                 "tokens per prompt.")
+    generation_tp: int = Field(1, ge=1, le=MAX_GPUS, description="RLHF: GPUs per generation "
+                               "replica.")
 
 
 class TrainKernels(KernelChoice):
@@ -210,7 +228,8 @@ class ResolvedTrain:
         if trace_out is not None:
             from perfcast.report import training_trace
 
-            trace_out.write_text(json.dumps(training_trace(result.schedule())))
+            with writing(trace_out, "trace_out"):
+                trace_out.write_text(json.dumps(training_trace(result.schedule())))
         return result
 
 
@@ -290,6 +309,7 @@ def resolve_train(request: TrainRequest) -> Resolved:
         raise InputError("rlhf", "--sweep searches plans of one training iteration, not of an "
                          "RLHF step", "--sweep or --rlhf, not both")
     _check_trace_out(request.outputs.trace_out, sweep or rlhf or cnn)
+    _check_unused(request, cnn)
     recipe, w = request.recipe, request.workload
     if recipe.recompute not in RECOMPUTE:
         raise InputError("recompute", f"unknown {recipe.recompute!r}", RECOMPUTE)
@@ -308,7 +328,7 @@ def resolve_train(request: TrainRequest) -> Resolved:
                          "without --rlhf")
     time_model = stack_time_model(stack, machines.device, time_model)
     info["stack"] = stack
-    batch = w.global_batch or w.micro_batch * dp
+    batch = w.micro_batch * dp if w.global_batch is None else w.global_batch
     inputs = {"model": spec.name, "gpu": machines.device.name, "num_gpus": gpus,
               "seq_len": w.seq_len, "global_batch": batch, "dtype": dtype,
               "kernel_model": info}
@@ -331,17 +351,44 @@ def resolve_train(request: TrainRequest) -> Resolved:
 def _resolve_cnn(request: TrainRequest, machines: Cluster, gpus: int,
                  time_model: ExecutionTimeModel, info: dict[str, Any]) -> ResolvedCNNTrain:
     """A ResNet trains data-parallel only: options only transformers take are refused."""
-    model, given, defaults = request.model.name, request.options(), TrainRequest().options()
-    for option in _DDP_ONLY:
-        if given[option] != defaults[option]:
-            raise InputError(option, f"{model} trains data-parallel only (PyTorch DDP)",
-                             f"{defaults[option]!r} (the default) for a CNN")
+    model, defaults = request.model.name, TrainRequest.option_defaults()
+    option = _first_given(request, _DDP_ONLY)
+    if option is not None:
+        raise InputError(option, f"{model} trains data-parallel only (PyTorch DDP)",
+                         f"{defaults[option]!r} (the default) for a CNN")
     w, dtype = request.workload, request.recipe.dtype or "fp32"
     inputs = {"model": model, "gpu": machines.device.name, "num_gpus": gpus,
               "micro_batch": w.micro_batch,
-              "global_batch": w.global_batch or w.micro_batch * gpus, "dtype": dtype,
+              "global_batch": (w.micro_batch * gpus if w.global_batch is None
+                               else w.global_batch), "dtype": dtype,
               "kernel_model": info}
     return ResolvedCNNTrain(request, model, machines, gpus, dtype, time_model, inputs)
+
+
+def _first_given(request: TrainRequest, options: tuple[str, ...]) -> str | None:
+    """The first of `options` the request sets to other than its default."""
+    given, defaults = request.options(), TrainRequest.option_defaults()
+    return next((o for o in options if given[o] != defaults[o]), None)
+
+
+def _check_unused(request: TrainRequest, cnn: bool) -> None:
+    """An option the asked question does not read is refused, never silently ignored:
+    `--top` without `--sweep`, RLHF's options without `--rlhf`, a plan with `--sweep`
+    (which searches every plan) and LoRA with `--rlhf` (full fine-tuning of the actor)."""
+    switches = {"sweep": request.search.sweep, "rlhf": request.rlhf_step.rlhf}
+    for switch, options in _ONLY_WITH:
+        option = _first_given(request, options)
+        if option is not None and not switches[switch]:
+            raise InputError(option, f"only applies with --{switch}",
+                             f"--{switch}, or omit --{option.replace('_', '-')}")
+    option = _first_given(request, _SWEPT) if switches["sweep"] and not cnn else None
+    if option is not None:
+        raise InputError(option, "--sweep searches every plan; this option would be ignored",
+                         f"--sweep without --{option.replace('_', '-')}, or a plan without "
+                         "--sweep")
+    if switches["rlhf"] and request.recipe.lora_rank is not None:
+        raise InputError("lora_rank", "the RLHF step trains the full actor and critic",
+                         "omit --lora-rank with --rlhf")
 
 
 def _check_trace_out(trace_out: Path | None, other_mode: bool) -> None:
@@ -351,9 +398,7 @@ def _check_trace_out(trace_out: Path | None, other_mode: bool) -> None:
     if other_mode:
         raise InputError("trace_out", "traces one LLM training iteration", "omit it with "
                          "--sweep, --rlhf or a CNN model")
-    if trace_out.exists():
-        raise InputError("trace_out", f"{trace_out} exists; refusing to overwrite it",
-                         "a new path")
+    never_overwrite("trace_out", trace_out)
 
 
 def _check_fits(fc: TrainForecast, machines: Cluster, allow_oom: bool) -> None:

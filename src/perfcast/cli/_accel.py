@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import AccelModelResult, AccelRequest, run
 from perfcast.cli._common import cli_options, emit, guarded
+from perfcast.cli._console import Table, new_console
 
 __all__ = ["accel"]
 
@@ -28,7 +27,7 @@ def _print(result: AccelModelResult) -> None:
         t.add_row(r.problem, f"{r.macs:,}", f"{r.cycles:,}", f"{r.utilization:.0%}",
                   f"{r.energy_per_mac_j * 1e12:.2f}", r.bound_by,
                   *(f"{shares.get(lvl, 0.0) / r.energy_j:.0%}" for lvl in levels))
-    Console().print(t)
+    new_console().print(t)
 
 
 @guarded

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._console import Table, new_console
 from perfcast.specs import (
     cluster_names,
     device_names,
@@ -19,7 +18,6 @@ from perfcast.specs import (
 )
 
 hardware_app = typer.Typer(help="GPU, CPU and cluster catalog.", no_args_is_help=True)
-console = Console()
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -58,6 +56,7 @@ def hardware_list(json_out: JsonOpt = False) -> None:
                       _tflops(p.get("fp32")), _tflops(p.get("bf16") or p.get("fp16")),
                       _tflops(p.get("fp8")), _tflops(p.get("fp4")),
                       _fmt(d.hbm_capacity_bytes, 1e9), _fmt(d.hbm_bandwidth_bps, 1e9))
+    console = new_console()
     console.print(table)
     console.print("Cluster presets: " + ", ".join(cluster_names()))
 
@@ -87,7 +86,7 @@ def hardware_show(name: Annotated[str, typer.Argument(help="GPU, CPU or cluster 
                               sources.get(f"{key}.{dtype}", ""))
         else:
             table.add_row(key, str(value), sources.get(key, ""))
-    console.print(table)
+    new_console().print(table)
 
 
 @guarded
@@ -109,4 +108,4 @@ def models(json_out: JsonOpt = False) -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
-    console.print(table)
+    new_console().print(table)

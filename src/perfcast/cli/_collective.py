@@ -6,11 +6,10 @@ import math
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import CollectiveRequest, CollectiveResult, run
 from perfcast.cli._common import JsonOption, cli_options, emit, guarded
+from perfcast.cli._console import Table, new_console
 from perfcast.comm import ALGORITHMS, COLLECTIVES
 
 __all__ = ["collective"]
@@ -48,6 +47,7 @@ def _print(result: CollectiveResult) -> None:
         bw = p["bytes"] / t / 1e9
         mark = " *" if name == p["algorithm"] else ""
         table.add_row(name + mark, f"{t * 1e6:,.1f} us", f"{bw:,.1f}", f"{bw * factor:,.1f}")
-    Console().print(table)
-    Console().print(f"* time {p['time_s'] * 1e6:,.1f} us with {p['algorithm']}: "
+    console = new_console()
+    console.print(table)
+    console.print(f"* time {p['time_s'] * 1e6:,.1f} us with {p['algorithm']}: "
                     f"algbw {p['algbw_gbps']:,.1f} GB/s, busbw {p['busbw_gbps']:,.1f} GB/s")

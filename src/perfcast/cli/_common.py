@@ -1,4 +1,5 @@
-"""CLI plumbing: turning bad input into one clear line and exit code 2."""
+"""CLI plumbing: the one error boundary (bad input: one clear line and exit code 2; anything
+unexpected: one line and exit code 1, the traceback only with --debug)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import click
 import typer
 from pydantic import ValidationError
 
@@ -16,7 +18,10 @@ from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
 
 __all__ = ["CalibrationOption", "HostOption", "JsonOption", "KernelModelOption", "emit_json",
-           "cli_options", "emit", "fail", "guarded", "to_input_error"]
+           "cli_options", "debug_enabled", "emit", "fail", "guarded", "set_debug",
+           "to_input_error"]
+
+_DEBUG = {"on": False}  # set once per invocation by the global --debug flag
 
 # Options several forecasting commands share, declared once.
 KernelModelOption = Annotated[str, typer.Option(
@@ -37,8 +42,28 @@ def fail(exc: InputError) -> None:
     raise typer.Exit(code=2)
 
 
+def set_debug(on: bool) -> None:
+    """--debug: let unexpected exceptions (and their tracebacks) through the boundary."""
+    _DEBUG["on"] = bool(on)
+
+
+def debug_enabled() -> bool:
+    return _DEBUG["on"]
+
+
+def internal_error(exc: BaseException) -> None:
+    """An exception perfcast did not expect: one line naming it, exit code 1."""
+    what = type(exc).__name__
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    typer.echo(f"error: internal error ({what}{': ' + detail[:200] if detail else ''}): "
+               "run with --debug for the traceback", err=True)
+    raise typer.Exit(code=1)
+
+
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a command; an InputError or spec validation error becomes one line + exit 2."""
+    """The one error boundary around a command: an InputError or spec validation error
+    becomes one line + exit 2; any other exception one line + exit 1, unless --debug (then
+    it propagates with its traceback). Exits, Ctrl-C and typer's own errors pass through."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -48,6 +73,13 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail(exc)
         except ValidationError as exc:
             fail(to_input_error(exc))
+        except (typer.Exit, typer.Abort, click.exceptions.ClickException, KeyboardInterrupt,
+                SystemExit):
+            raise
+        except Exception as exc:
+            if debug_enabled():
+                raise
+            internal_error(exc)
 
     return wrapper
 

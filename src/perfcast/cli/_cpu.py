@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import CpuRequest, CpuResult, run
 from perfcast.cli._common import cli_options, emit, guarded
+from perfcast.cli._console import Table, new_console
 
 __all__ = ["cpu"]
 
@@ -28,9 +27,9 @@ def _print(result: CpuResult) -> None:
         err = "-" if row["error"] is None else f"{row['error']:+.1%}"
         table.add_row(family, f"{row['predicted_s'] * 1e3:.2f}",
                       f"{row['measured_alone_s'] * 1e3:.2f}", err)
-    Console().print(table)
+    new_console().print(table)
     if not result.measured["quiet"]:
-        Console(stderr=True).print(f"note: the CPU was busy while measuring (reference "
+        new_console(stderr=True).print(f"note: the CPU was busy while measuring (reference "
                                    f"{result.measured['slowdown']:.2f}x slow)")
 
 

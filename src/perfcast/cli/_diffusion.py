@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import DiffusionRequest, DiffusionResult, run
 from perfcast.cli._common import (
@@ -17,6 +15,7 @@ from perfcast.cli._common import (
     emit,
     guarded,
 )
+from perfcast.cli._console import Table, new_console
 from perfcast.compose import Execution
 
 __all__ = ["diffusion"]
@@ -68,7 +67,7 @@ def _print(result: DiffusionResult) -> None:
                         ("UNet parameters", f"{fc.unet_params / 1e9:.3f} B"),
                         ("weights", f"{fc.weights_bytes / 1e9:.2f} GB")):
         t.add_row(name, value)
-    console = Console()
+    console = new_console()
     console.print(t)
     for note in fc.notes:
         console.print(f"note: {note}")

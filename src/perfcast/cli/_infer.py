@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import InferRequest, InferResult, run
 from perfcast.cli._common import (
@@ -18,9 +16,15 @@ from perfcast.cli._common import (
     emit,
     guarded,
 )
+from perfcast.cli._console import Table, in_panel, new_console
 from perfcast.compose import Execution
 
-console = Console()
+# Help panels after the model, hardware and parallelism (typer's "Options").
+WORKLOAD, PRECISION, KERNELS, OUTPUT = "Workload", "Precision", "Kernels and engine", "Output"
+Host = in_panel(HostOption, KERNELS)
+KernelModel = in_panel(KernelModelOption, KERNELS)
+Calibration = in_panel(CalibrationOption, KERNELS)
+Json = in_panel(JsonOption, OUTPUT)
 
 
 def _print(result: InferResult) -> None:
@@ -50,6 +54,7 @@ def _print(result: InferResult) -> None:
         summary.add_row("CP decode combine per step", f"{c.decode_combine_s * 1e3:.3f} ms")
     for key, value in f.memory.as_dict().items():
         summary.add_row(f"memory per GPU {key.removesuffix('_bytes')}", f"{value / 1e9:.2f} GB")
+    console = new_console()
     console.print(summary)
     table = Table(title="Where the time goes")
     for col in ("phase", "family", "seconds", "share"):
@@ -73,19 +78,27 @@ def infer(
     cp: Annotated[int, typer.Option(help="Context-parallel degree: the prompt split over cp "
                                     "GPUs (ring attention prefill, sharded-KV decode).")] = 1,
     images: Annotated[int, typer.Option(help="Images per request (multimodal models: each "
-                                        "adds its vision tokens and encoding time).")] = 0,
-    prompt_tokens: Annotated[int, typer.Option(help="Prompt length per request.")] = 512,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request.")] = 128,
-    batch: Annotated[int, typer.Option(help="Requests run together (static batch).")] = 1,
-    dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.")] = "bf16",
-    weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4 for W4A16.")] = None,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: --dtype).")] = None,
-    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = (
+                                        "adds its vision tokens and encoding time).",
+        rich_help_panel=WORKLOAD)] = 0,
+    prompt_tokens: Annotated[int, typer.Option(help="Prompt length per request.",
+        rich_help_panel=WORKLOAD)] = 512,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per request.",
+        rich_help_panel=WORKLOAD)] = 128,
+    batch: Annotated[int, typer.Option(help="Requests run together (static batch).",
+        rich_help_panel=WORKLOAD)] = 1,
+    dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.",
+        rich_help_panel=PRECISION)] = "bf16",
+    weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4 for W4A16.",
+        rich_help_panel=PRECISION)] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: --dtype).",
+        rich_help_panel=PRECISION)] = None,
+    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.",
+        rich_help_panel=KERNELS)] = (
         Execution.CUDA_GRAPH),
-    host: HostOption = "vllm-v0",
-    kernel_model: KernelModelOption = "calibrated",
-    calibration: CalibrationOption = None,
-    json_out: JsonOption = False,
+    host: Host = "vllm-v0",
+    kernel_model: KernelModel = "calibrated",
+    calibration: Calibration = None,
+    json_out: Json = False,
 ) -> None:
     """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
     emit(run(InferRequest.from_options(cli_options(locals()))), json_out, _print)

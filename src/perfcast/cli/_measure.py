@@ -8,13 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import MeasureRequest, MeasureResult, run
 from perfcast.cli._common import JsonOption, cli_options, emit, guarded
-
-console = Console()
+from perfcast.cli._console import Table, new_console
 
 
 def _print(result: MeasureResult) -> None:
@@ -27,6 +24,7 @@ def _print(result: MeasureResult) -> None:
     for row in summary.itertuples():
         table.add_row(row.family, row.dtype, str(row.rows), f"{row.gflops_median:,.1f}",
                       f"{row.gflops_max:,.1f}", f"{row.gbs_median:,.1f}", f"{row.gbs_max:,.1f}")
+    console = new_console()
     console.print(table)
     if spec is not None:
         peaks = ", ".join(f"{d} {p / 1e9:,.0f} GFLOP/s" for d, p in spec.dense_peak_flops.items())
@@ -54,6 +52,6 @@ def measure(
     measurement file (perfcast's store schema), with the device spec in <out>.device.json."""
     request = MeasureRequest.from_options(cli_options(locals()))
     activity = None if json_out else request.activity()
-    with console.status(activity) if activity else contextlib.nullcontext():
+    with new_console().status(activity) if activity else contextlib.nullcontext():
         result = run(request)
     emit(result, json_out, _print)

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from perfcast.api import InferRequest, Request, TrainRequest, TrainResult, resolve, run
 from perfcast.cli._common import guarded
-from perfcast.errors import InputError
+from perfcast.errors import InputError, check_output_file
 
 __all__ = ["plot_app"]
 
@@ -159,8 +159,7 @@ def _check_out(out: Path) -> None:
     if out.suffix.lower() not in FIGURE_FORMATS:
         raise InputError("out", f"unknown figure format {out.suffix or '(none)'!r}",
                          FIGURE_FORMATS)
-    if out.exists():
-        raise InputError("out", f"{out} exists; refusing to overwrite it", "a new file")
+    check_output_file(out, "out")
 
 
 @plot_app.command("roofline")

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import RagRequest, RagResult, run
 from perfcast.cli._common import (
@@ -18,6 +16,7 @@ from perfcast.cli._common import (
     emit,
     guarded,
 )
+from perfcast.cli._console import Table, new_console
 from perfcast.compose import Execution
 from perfcast.ops import INDEX_KINDS
 
@@ -77,7 +76,7 @@ def _print(result: RagResult) -> None:
     for name, value in fc.as_dict()["breakdown"].items():
         t.add_row(name.removesuffix("_s"), f"{value:.6f}", f"{value / fc.e2e_s:.1%}")
     t.add_row("end-to-end", f"{fc.e2e_s:.6f}", "100%")
-    console = Console()
+    console = new_console()
     console.print(t)
     console.print(f"prompt after retrieval: {fc.prompt_tokens} tokens; time to first token "
                   f"{fc.ttft_s * 1e3:.1f} ms; index {fc.index_bytes / 1e9:.2f} GB; one query "

@@ -7,14 +7,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import ServeRequest, ServeResult, run
-from perfcast.cli._common import JsonOption, cli_options, emit, guarded
+from perfcast.cli._common import cli_options, emit, guarded
+from perfcast.cli._console import Table, new_console
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 
-console = Console()
+# Help panels: the deployment's options first (typer's "Options"), then these.
+WORKLOAD, REQUESTS = "Workload: arrivals", "Workload: requests"
+ENGINE, FEATURES = "Engine", "Engine features (off unless given)"
+SPEC = "Speculative decoding"
+DISAGG, COLOCATE, SLOS, OUTPUT = "Disaggregation", "Co-location", "SLOs", "Output"
 
 
 @guarded
@@ -26,96 +29,124 @@ def serve(
     pp: Annotated[int, typer.Option(help="Pipeline stages per replica.")] = 1,
     replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
     scheduler: Annotated[str, typer.Option(
-        help="vllm-v0, vllm-v1, sarathi, orca or static.")] = "vllm-v0",
+        help="vllm-v0, vllm-v1, sarathi, orca or static.", rich_help_panel=ENGINE)] = "vllm-v0",
     router: Annotated[str, typer.Option(
-        help="round-robin, least-outstanding or least-kv.")] = "round-robin",
-    qps: Annotated[float | None, typer.Option(help="Mean arrival rate (open loop).")] = None,
+        help="round-robin, least-outstanding or least-kv.", rich_help_panel=ENGINE)
+                      ] = "round-robin",
+    qps: Annotated[float | None, typer.Option(
+        "--qps", "--request-rate", rich_help_panel=WORKLOAD,
+        help="Mean arrival rate, req/s: open loop (vLLM's --request-rate).")] = None,
     concurrency: Annotated[int | None, typer.Option(
-        help="Requests kept in flight (closed loop, like benchmark clients).")] = None,
+        "--concurrency", "--max-concurrency", rich_help_panel=WORKLOAD,
+        help="Requests in flight, a closed loop: vLLM's --max-concurrency at its default "
+             "--request-rate inf. A rate capped by a concurrency is not modelled: give --qps "
+             "or --concurrency, not both.")] = None,
     arrival: Annotated[str | None, typer.Option(
-        help="poisson, gamma, trace or closed_loop (default from --qps/--concurrency).")] = None,
-    cv: Annotated[float | None, typer.Option(help="Gamma arrivals' coefficient of variation.")
-                  ] = None,
-    num_requests: Annotated[int, typer.Option(help="Requests to simulate.")] = 200,
+        help="poisson, gamma, trace or closed_loop (default: by --qps/--concurrency).",
+        rich_help_panel=WORKLOAD)] = None,
+    cv: Annotated[float | None, typer.Option(
+        help="Gamma arrivals' coefficient of variation.", rich_help_panel=WORKLOAD)] = None,
+    num_requests: Annotated[int, typer.Option(
+        "--num-requests", "--num-prompts", rich_help_panel=WORKLOAD,
+        help="Requests to simulate (vLLM's --num-prompts).")] = 200,
     lengths: Annotated[str, typer.Option(
-        help="fixed, uniform, zipf, trace or csv (request lengths).")] = "fixed",
+        help="Request lengths: fixed, uniform, zipf, trace or csv.", rich_help_panel=REQUESTS)
+                       ] = "fixed",
     prompt_tokens: Annotated[str | None, typer.Option(
-        help="Prompt tokens: N (fixed), LO,HI (uniform) or A,MAX (zipf).")] = None,
-    output_tokens: Annotated[str | None, typer.Option(help="Output tokens, as --prompt-tokens.")
-                             ] = None,
+        help="N (fixed), LO,HI (uniform) or A,MAX (zipf).",
+        rich_help_panel=REQUESTS)] = None,
+    output_tokens: Annotated[str | None, typer.Option(
+        help="Output tokens, as --prompt-tokens.", rich_help_panel=REQUESTS)] = None,
     trace: Annotated[str | None, typer.Option(
-        help="Shipped trace: arxiv, splitwise-conv or splitwise-code.")] = None,
-    csv: Annotated[Path | None, typer.Option(help="Your own request CSV (prompt_tokens, "
-                                             "output_tokens[, arrival_s]).")] = None,
-    max_batch: Annotated[int, typer.Option(help="Max sequences per step.")] = 256,
-    max_batch_tokens: Annotated[int | None, typer.Option(help="Token budget per step.")] = None,
-    chunk_size: Annotated[int | None, typer.Option(help="Prefill chunk (sarathi/vllm-v1).")
-                          ] = None,
-    block_size: Annotated[int, typer.Option(help="KV-cache tokens per block.")] = 16,
-    preemption: Annotated[str, typer.Option(help="recompute or swap.")] = "recompute",
-    gpu_memory_utilization: Annotated[float, typer.Option(help="Share of GPU memory used.")
-                                      ] = 0.9,
+        help="Shipped trace: arxiv, splitwise-conv or splitwise-code.",
+        rich_help_panel=REQUESTS)] = None,
+    csv: Annotated[Path | None, typer.Option(
+        help="Your requests: CSV of prompt_tokens, output_tokens[, arrival_s].",
+        rich_help_panel=REQUESTS)] = None,
+    max_batch: Annotated[int, typer.Option(
+        help="Max sequences per step.", rich_help_panel=ENGINE)] = 256,
+    max_batch_tokens: Annotated[int | None, typer.Option(
+        help="Token budget per step.", rich_help_panel=ENGINE)] = None,
+    chunk_size: Annotated[int | None, typer.Option(
+        help="Prefill chunk (sarathi/vllm-v1).", rich_help_panel=ENGINE)] = None,
+    block_size: Annotated[int, typer.Option(
+        help="KV-cache tokens per block.", rich_help_panel=ENGINE)] = 16,
+    preemption: Annotated[str, typer.Option(
+        help="recompute or swap.", rich_help_panel=ENGINE)] = "recompute",
+    gpu_memory_utilization: Annotated[float, typer.Option(
+        help="Share of GPU memory used.", rich_help_panel=ENGINE)] = 0.9,
     dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.")] = "bf16",
     weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4.")] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype.")] = None,
     activation_quant: Annotated[str, typer.Option(
-        help="fp8/fp4 activations: 'fused' (quantised by the producing norm/activation "
-             "kernel, as serving engines do) or 'separate' (own kernels per GEMM).")
+        help="fp8/fp4 activation quantisation: fused (in the producing kernel, as engines "
+             "do) or separate (own kernels).", rich_help_panel=ENGINE)
                                 ] = "fused",
     allreduce: Annotated[str, typer.Option(
-        help="TP all-reduce: custom (engines' one-shot kernel where faster) or nccl.")
-                         ] = "custom",
+        help="TP all-reduce: custom (engines' one-shot kernel) or nccl.",
+        rich_help_panel=ENGINE)] = "custom",
     host_overlap: Annotated[bool, typer.Option(
-        help="The engine schedules on the CPU while the GPU runs (SGLang/TRT-LLM overlap "
-             "scheduler, vLLM async scheduling).")] = False,
+        help="CPU scheduling overlaps the GPU step (SGLang/TRT-LLM, vLLM async).",
+        rich_help_panel=FEATURES)] = False,
     prefix_cache: Annotated[bool, typer.Option(
-        help="Automatic prefix caching: reuse cached KV blocks of shared prompt content.")
-                            ] = False,
+        help="Automatic prefix caching of shared prompt content.",
+        rich_help_panel=FEATURES)] = False,
     system_prompt_tokens: Annotated[int | None, typer.Option(
-        help="Prepend a shared system prompt of this many tokens to every prompt.")] = None,
+        help="Tokens of a system prompt shared by every prompt.",
+        rich_help_panel=REQUESTS)] = None,
     prompt_groups: Annotated[int, typer.Option(
-        help="Distinct system prompts (each request gets one at random).")] = 1,
+        help="Distinct system prompts (one per request, at random).",
+        rich_help_panel=REQUESTS)] = 1,
     turns: Annotated[int | None, typer.Option(
-        help="Chats of this many turns: each turn's prompt is the conversation so far plus "
-             "a new message drawn from --prompt-tokens; --qps is then chats per second.")
-                     ] = None,
+        help="Chats of N turns: a prompt is the chat so far plus --prompt-tokens; --qps then "
+             "counts chats per second.",
+        rich_help_panel=REQUESTS)] = None,
     think_s: Annotated[float, typer.Option(
-        help="Seconds a user takes to send the next turn after seeing the answer.")] = 0.0,
+        help="Seconds before a user's next turn.", rich_help_panel=REQUESTS)] = 0.0,
     spec_k: Annotated[int, typer.Option(
-        help="Speculative decoding: draft tokens proposed per step (0: off).")] = 0,
+        help="Draft tokens proposed per step (0: off).", rich_help_panel=SPEC)] = 0,
     spec_draft_model: Annotated[str | None, typer.Option(
-        help="Draft model (catalog name); omitted: draft-free (n-gram/self-speculation).")
-                                ] = None,
+        help="Draft model (catalog name); none: draft-free (n-gram/self-speculation).",
+        rich_help_panel=SPEC)] = None,
     spec_acceptance: Annotated[str, typer.Option(
-        help="Per-token acceptance rate, or one per draft position (A1,A2,...).")] = "0.7",
+        help="Per-token acceptance rate, or one per draft position (A1,A2,...).",
+        rich_help_panel=SPEC)] = "0.7",
     spec_draft_gpu: Annotated[str, typer.Option(
-        help="shared (draft on the target's GPUs) or separate.")] = "shared",
+        help="shared (draft on the target's GPUs) or separate.", rich_help_panel=SPEC)
+                              ] = "shared",
     disagg_prefill: Annotated[str | None, typer.Option(
-        help="Disaggregated serving: the prefill pool as REPLICASxTP (e.g. 2x4); needs "
-             "--disagg-decode.")] = None,
+        help="The prefill pool as REPLICASxTP (e.g. 2x4); needs --disagg-decode.",
+        rich_help_panel=DISAGG)] = None,
     disagg_decode: Annotated[str | None, typer.Option(
-        help="The decode pool as REPLICASxTP (same model, GPU and scheduler).")] = None,
+        help="The decode pool as REPLICASxTP (same model, GPU and scheduler).",
+        rich_help_panel=DISAGG)] = None,
     colocate: Annotated[list[str] | None, typer.Option(
-        help="Serve these models too, on the same GPUs, each with its own stream drawn like "
-             "the first (seeds seed+1, ...); memory split evenly.")] = None,
+        help="More models on the same GPUs, each with a stream like the first (seeds seed+1, "
+             "...); memory split evenly.", rich_help_panel=COLOCATE)
+                        ] = None,
     colocate_sharing: Annotated[str, typer.Option(
-        help="time-slice (one model's step at a time) or mps (fixed equal partitions).")
-                                ] = "time-slice",
-    ttft_slo: Annotated[float | None, typer.Option(help="TTFT SLO (s) for goodput.")] = None,
-    tpot_slo: Annotated[float | None, typer.Option(help="TPOT SLO (s) for goodput.")] = None,
-    seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
-    out: Annotated[Path | None, typer.Option(help="Per-request table (.csv or .parquet).")
-                   ] = None,
-    trace_out: Annotated[Path | None, typer.Option(help="Perfetto/Chrome-trace JSON file.")
-                         ] = None,
-    json_out: JsonOption = False,
-    ep: Annotated[int, typer.Option(help="Expert-parallel degree of MoE layers (must divide "
-                                    "tp x attention-dp).")] = 1,
+        help="time-slice (one model's step at a time) or mps (fixed equal partitions).",
+        rich_help_panel=COLOCATE)] = "time-slice",
+    ttft_slo: Annotated[str | None, typer.Option(
+        help="TTFT SLO for goodput: 500ms, 0.5s (a bare number is seconds).",
+        rich_help_panel=SLOS)] = None,
+    tpot_slo: Annotated[str | None, typer.Option(
+        help="TPOT SLO for goodput: 50ms, 0.05s (a bare number is seconds).",
+        rich_help_panel=SLOS)] = None,
+    seed: Annotated[int, typer.Option(help="Workload seed.", rich_help_panel=WORKLOAD)] = 0,
+    out: Annotated[Path | None, typer.Option(
+        help="Per-request table (.csv or .parquet).", rich_help_panel=OUTPUT)] = None,
+    trace_out: Annotated[Path | None, typer.Option(
+        help="Perfetto/Chrome-trace JSON file.", rich_help_panel=OUTPUT)] = None,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print JSON.", rich_help_panel=OUTPUT)] = False,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree of MoE layers (divides tp x "
+                                    "attention-dp).")] = 1,
     attention_dp: Annotated[int, typer.Option(
-        help="Attention data-parallel ranks sharing one EP group (DeepSeek-style); each is a "
-             "replica, so --replicas must be a multiple.")] = 1,
+        help="Attention-DP ranks sharing an EP group (DeepSeek-style); each is a replica.")
+                            ] = 1,
     expert_skew: Annotated[float, typer.Option(
-        help="Most loaded EP rank's routed tokens / the mean (1 = balanced).")
+        help="Most loaded EP rank's routed tokens / the mean (1: balanced).")
                            ] = DEFAULT_EXPERT_SKEW,
 ) -> None:
     """TTFT, TPOT, E2E (mean/P50/P90/P99), throughput, goodput, preemptions and KV use."""
@@ -125,7 +156,7 @@ def serve(
 def _print(result: ServeResult) -> None:
     """Co-located and disaggregated runs as their JSON summary; one deployment as tables."""
     if result.mode != "single":
-        console.print_json(json.dumps({"inputs": result.inputs, **result.metrics}))
+        new_console().print_json(json.dumps({"inputs": result.inputs, **result.metrics}))
         return
     _print_tables(result.metrics, result.inputs)
 
@@ -140,6 +171,7 @@ def _print_tables(s: dict, inputs: dict) -> None:
         st = s[key]
         t.add_row(key.removesuffix("_s").upper() + " (ms)",
                   *(f"{st[q] * 1e3:.1f}" for q in ("mean", "p50", "p90", "p99")))
+    console = new_console()
     console.print(t)
     lines = [f"throughput {s['throughput_req_s']:.2f} req/s, {s['throughput_tok_s']:.0f} tok/s",
              f"preemptions {s['preemptions']}, restarts {s['restarts']}",

@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import StepRequest, StepResult, run
 from perfcast.cli._common import (
@@ -18,9 +16,14 @@ from perfcast.cli._common import (
     emit,
     guarded,
 )
+from perfcast.cli._console import Table, in_panel, new_console
 from perfcast.compose import Execution
 
-console = Console()
+# Help panels after the model, hardware and batch (typer's "Options").
+PLAN, EXECUTION, KERNELS, OUTPUT = "Plan", "Execution", "Kernels", "Output"
+KernelModel = in_panel(KernelModelOption, KERNELS)
+Calibration = in_panel(CalibrationOption, KERNELS)
+Json = in_panel(JsonOption, OUTPUT)
 
 
 @guarded
@@ -34,22 +37,29 @@ def step(
     mode: Annotated[str, typer.Option(help="forward or training (forward + backward).")] = (
         "forward"),
     dtype: Annotated[str, typer.Option(help="Weights, activations and math dtype.")] = "fp32",
-    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = Execution.EAGER,
-    fused: Annotated[bool, typer.Option(help="Apply the fusion rules (torch.compile-style).")
+    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.",
+        rich_help_panel=EXECUTION)] = Execution.EAGER,
+    fused: Annotated[bool, typer.Option(help="Apply the fusion rules (torch.compile-style).",
+        rich_help_panel=EXECUTION)
                      ] = False,
-    recompute: Annotated[bool, typer.Option(help="Full activation recompute (training).")
+    recompute: Annotated[bool, typer.Option(help="Full activation recompute (training).",
+        rich_help_panel=EXECUTION)
                          ] = False,
     optimizer: Annotated[str | None, typer.Option(
-        help="Add the optimizer step (training): adam or sgd.")] = None,
-    num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp x pp x dp).")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline stages (one micro-batch).")] = 1,
-    dp: Annotated[int, typer.Option(help="Data-parallel replicas (DDP).")] = 1,
-    kernel_model: KernelModelOption = "calibrated",
-    calibration: CalibrationOption = None,
+        help="Add the optimizer step (training): adam or sgd.", rich_help_panel=EXECUTION)] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp x pp x dp).",
+        rich_help_panel=PLAN)] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.", rich_help_panel=PLAN)] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages (one micro-batch).",
+        rich_help_panel=PLAN)] = 1,
+    dp: Annotated[int, typer.Option(help="Data-parallel replicas (DDP).",
+        rich_help_panel=PLAN)] = 1,
+    kernel_model: KernelModel = "calibrated",
+    calibration: Calibration = None,
     trace: Annotated[Path | None, typer.Option(
-        help="Write a Chrome-trace/Perfetto JSON of the step here.")] = None,
-    json_out: JsonOption = False,
+        help="Write a Chrome-trace/Perfetto JSON of the step here.",
+        rich_help_panel=OUTPUT)] = None,
+    json_out: Json = False,
 ) -> None:
     """Forecast one iteration: time, 90% interval and where the time goes."""
     emit(run(StepRequest.from_options(cli_options(locals()))), json_out, _print)
@@ -67,6 +77,7 @@ def _print(result: StepResult) -> None:
     t.add_row("step time", f"{payload['time_s'] * 1e3:.2f} ms")
     t.add_row("90% interval", f"{iv['low'] * 1e3:.2f} - {iv['high'] * 1e3:.2f} ms")
     t.add_row("kernel launches", f"{payload['kernels']:,}")
+    console = new_console()
     console.print(t)
     b = Table(title="Where the time goes")
     for col in ("family", "seconds", "share"):

@@ -11,11 +11,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from perfcast.cli._common import JsonOption, emit_json, guarded
-from perfcast.errors import InputError, close_matches
+from perfcast.cli._console import Table, new_console
+from perfcast.errors import InputError, check_output_folder, close_matches, writing
 from perfcast.suite import (
     ScenarioResult,
     builtin_scenarios,
@@ -41,14 +42,17 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _table(results: list[ScenarioResult], title: str) -> Table:
-    table = Table(title=title, show_lines=False)
+    """One row per scenario. Names, labels and values are user text, printed as written
+    (escaped: a variant label like [fp8] is not Rich markup)."""
+    table = Table(title=escape(title), show_lines=False)
     for col in ("ID", "scenario", "status", "target metrics"):
         table.add_column(col, overflow="fold")
     for r in results:
         multi = len({v.run for v in r.values}) > 1
         metrics = "\n".join(f"{v.name}{f' [{v.run}]' if multi else ''}: "
                             f"{format_value(v.path, v.value, v.unit)}" for v in r.values)
-        table.add_row(r.id, r.title, f"[{_STYLE[r.status]}]{r.status}[/]", metrics)
+        table.add_row(escape(r.id), escape(r.title), f"[{_STYLE[r.status]}]{r.status}[/]",
+                      escape(metrics))
     return table
 
 
@@ -77,8 +81,7 @@ def suite(
 ) -> None:
     """Run the scenarios of SCENARIOS.md: coverage (supported / partial / unsupported), their
     target metrics, and a Markdown + JSON report."""
-    if out.exists() and not out.is_dir():
-        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    check_output_folder(out, "out")
     if workers < 0:
         raise InputError("workers", f"must be >= 0, got {workers}", "0 (one per core) or more")
     scenarios = _select(only)
@@ -91,21 +94,23 @@ def suite(
                             on_done=lambda r: bar.update(task, advance=1,
                                                          description=f"scenarios ({r.id})"))
     wall_s = time.perf_counter() - start
-    out.mkdir(parents=True, exist_ok=True)
     summary = suite_summary(results, wall_s)
-    _write_atomic(out / "suite.json", json.dumps(summary, indent=2) + "\n")
-    _write_atomic(out / "suite.md", suite_markdown(results, wall_s))
+    with writing(out, "out"):
+        out.mkdir(parents=True, exist_ok=True)
+        _write_atomic(out / "suite.json", json.dumps(summary, indent=2) + "\n")
+        _write_atomic(out / "suite.md", suite_markdown(results, wall_s))
     if json_out:
         emit_json(summary)
         return
     counts = summary["counts"]
-    Console().print(_table(results, "perfcast scenario suite"))
-    Console().print(f"{counts['supported']}/{len(results)} supported, {counts['partial']} "
-                    f"partial, {counts['unsupported']} unsupported in {wall_s:.1f} s; report: "
-                    f"{out / 'suite.md'}, {out / 'suite.json'}")
+    console = new_console()
+    console.print(_table(results, "perfcast scenario suite"))
+    console.print(f"{counts['supported']}/{len(results)} supported, {counts['partial']} "
+                  f"partial, {counts['unsupported']} unsupported in {wall_s:.1f} s; report: "
+                  f"{out / 'suite.md'}, {out / 'suite.json'}", markup=False)
     for r in results:
         for run_name, msg in r.errors.items():
-            Console(stderr=True).print(f"{r.id} [{run_name}]: {msg}", markup=False)
+            new_console(stderr=True).print(f"{r.id} [{run_name}]: {msg}", markup=False)
 
 
 @guarded
@@ -121,8 +126,8 @@ def run(
     if json_out:
         emit_json(summary)
         return
-    Console().print(_table([result], f"{scenario.id}: {scenario.title}"))
+    new_console().print(_table([result], f"{scenario.id}: {scenario.title}"))
     for run_name, msg in result.errors.items():
-        Console(stderr=True).print(f"error: {run_name}: {msg}", markup=False)
+        new_console(stderr=True).print(f"error: {run_name}: {msg}", markup=False)
     if result.errors:
         raise typer.Exit(code=2)

@@ -14,15 +14,13 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import duckdb
 import pandas as pd
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast import __version__
 from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for, run
 from perfcast.cli._common import JsonOption, cli_options, emit, emit_json, guarded
+from perfcast.cli._console import Table, new_console
 from perfcast.errors import InputError, close_matches
 from perfcast.sweep import (
     PARTS_DIR,
@@ -35,8 +33,6 @@ from perfcast.sweep import (
 from perfcast.sweep._point import run_point
 
 __all__ = ["capacity", "query", "run_point", "sweep"]
-
-console = Console()
 
 # Payload metrics a sweep's table shows by default, per command (others: the first numbers).
 DEFAULT_METRICS = {
@@ -130,6 +126,7 @@ def _print_frame(frame: pd.DataFrame, title: str, limit: int | None = None) -> N
     shown = frame if limit is None else frame.head(limit)
     for row in shown.itertuples(index=False):
         table.add_row(*(_cell(v) for v in row))
+    console = new_console()
     console.print(table)
     if limit is not None and len(frame) > limit:
         console.print(f"... {len(frame) - limit} more rows; see them with `perfcast query`")
@@ -177,6 +174,7 @@ def sweep(
                    "rows": _records(frame[["key", *shown]])})
         return
     _print_frame(frame[shown], f"perfcast {command} sweep", SHOWN_ROWS)
+    console = new_console()
     console.print(", ".join(f"{k} {v}" for k, v in summary.items()))
     console.print(f"results: {frame.attrs['path']}")
 
@@ -198,6 +196,8 @@ def _parquet_source(source: Path) -> str:
 
 def run_query(source: Path, sql: str) -> pd.DataFrame:
     """DuckDB SQL over a sweep's results, which it sees as the table `results`."""
+    import duckdb  # here, not at module level: it is only needed by `perfcast query`
+
     literal = "'" + _parquet_source(source).replace("'", "''") + "'"
     with duckdb.connect() as con:
         con.execute(f"CREATE VIEW results AS SELECT * FROM read_parquet({literal}, "
@@ -252,6 +252,7 @@ def _print_capacity(capacity: CapacityResult) -> None:
                                                       "usd_per_million_output_tokens",
                                                       "ttft_p99_s", "tpot_p99_s")),
                       ",".join(front[i]) or "")
+    console = new_console()
     console.print(table)
     for row in result["candidates"]:
         if row["status"] != "ok":
@@ -272,8 +273,10 @@ def _print_capacity(capacity: CapacityResult) -> None:
 def capacity(
     model: Annotated[str, typer.Option(help="Catalog model name or HF id.")] = "llama-3-70b",
     qps: Annotated[float, typer.Option(help="Target arrival rate, requests/s.")] = 10.0,
-    ttft_p99_slo: Annotated[float, typer.Option(help="P99 TTFT limit, s.")] = 1.0,
-    tpot_p99_slo: Annotated[float, typer.Option(help="P99 TPOT limit, s.")] = 0.05,
+    ttft_p99_slo: Annotated[str, typer.Option(
+        help="P99 TTFT limit: 1s, 800ms (a bare number is seconds).")] = 1.0,
+    tpot_p99_slo: Annotated[str, typer.Option(
+        help="P99 TPOT limit: 50ms, 0.05s (a bare number is seconds).")] = 0.05,
     gpu: Annotated[str, typer.Option(help="Candidate GPUs, comma-separated catalog names.")
                    ] = "h100-sxm,a100-sxm4-80gb",
     tp: Annotated[str, typer.Option(help="Candidate TP degrees per replica.")] = "2,4,8",

@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from perfcast.api import (
     CNNTrainResult,
@@ -25,9 +23,15 @@ from perfcast.cli._common import (
     emit,
     guarded,
 )
+from perfcast.cli._console import Table, in_panel, new_console
 from perfcast.cli._train_cnn import print_cnn
 
-console = Console()
+# Help panels after the model and hardware (typer's "Options").
+PLAN, BATCH, MODES = "Plan", "Batch", "Modes: plan search, RLHF, memory"
+KERNELS, OUTPUT = "Kernels", "Output"
+KernelModel = in_panel(KernelModelOption, KERNELS)
+Calibration = in_panel(CalibrationOption, KERNELS)
+Json = in_panel(JsonOption, OUTPUT)
 
 
 @guarded
@@ -40,56 +44,70 @@ def train(
                    ] = None,
     cluster: Annotated[str | None, typer.Option(help="Cluster preset instead of --gpu.")] = None,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp x pp x cp x dp).")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.", rich_help_panel=PLAN)] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages.", rich_help_panel=PLAN)] = 1,
     dp: Annotated[int | None, typer.Option(help="Data-parallel degree (default: fills "
-                                           "--num-gpus).")] = None,
-    ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE).")] = 1,
-    cp: Annotated[int, typer.Option(help="Context-parallel degree (ring attention).")] = 1,
-    sp: Annotated[bool, typer.Option(help="Megatron sequence parallelism (needs --tp > 1).")
+                                           "--num-gpus).", rich_help_panel=PLAN)] = None,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE).",
+        rich_help_panel=PLAN)] = 1,
+    cp: Annotated[int, typer.Option(help="Context-parallel degree (ring attention).",
+        rich_help_panel=PLAN)] = 1,
+    sp: Annotated[bool, typer.Option(help="Megatron sequence parallelism (needs --tp > 1).",
+        rich_help_panel=PLAN)
                   ] = False,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, "
-                                      "SHARD_GRAD_OP = 2).")] = 0,
-    schedule: Annotated[str, typer.Option(help="gpipe, 1f1b or interleaved-1f1b.")] = "1f1b",
+                                      "SHARD_GRAD_OP = 2).", rich_help_panel=PLAN)] = 0,
+    schedule: Annotated[str, typer.Option(help="gpipe, 1f1b or interleaved-1f1b.",
+        rich_help_panel=PLAN)] = "1f1b",
     virtual_stages: Annotated[int, typer.Option(help="Model chunks per stage "
-                                                "(interleaved-1f1b).")] = 1,
-    micro_batch: Annotated[int, typer.Option(help="Sequences per micro-batch per DP rank.")
+                                                "(interleaved-1f1b).", rich_help_panel=PLAN)] = 1,
+    micro_batch: Annotated[int, typer.Option(help="Sequences per micro-batch per DP rank.",
+        rich_help_panel=BATCH)
                            ] = 1,
     global_batch: Annotated[int | None, typer.Option(
-        help="Sequences per iteration, all DP ranks (default: one micro-batch per rank).")
+        help="Sequences per iteration, all DP ranks (default: one micro-batch per rank).",
+        rich_help_panel=BATCH)
     ] = None,
-    seq_len: Annotated[int, typer.Option(help="Tokens per sequence (RLHF: per prompt).")
+    seq_len: Annotated[int, typer.Option(help="Tokens per sequence (RLHF: per prompt).",
+        rich_help_panel=BATCH)
                        ] = 2048,
-    recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
+    recompute: Annotated[str, typer.Option(help="none, selective or full.",
+        rich_help_panel=BATCH)] = "none",
     dtype: Annotated[str | None, typer.Option(
         help="bf16, fp16, fp32 or fp8 (FP8 GEMMs); default bf16 (fp32 for CNNs).")] = None,
-    lora_rank: Annotated[int | None, typer.Option(help="LoRA rank on all linear layers.")
+    lora_rank: Annotated[int | None, typer.Option(help="LoRA rank on all linear layers.",
+        rich_help_panel=BATCH)
                          ] = None,
-    expert_skew: Annotated[float, typer.Option(help="Most loaded EP rank / mean (MoE).")
+    expert_skew: Annotated[float, typer.Option(help="Most loaded EP rank / mean (MoE).",
+        rich_help_panel=PLAN)
                            ] = 1.0,
     sweep: Annotated[bool, typer.Option(help="Search every plan for --num-gpus; print the "
-                                        "fastest that fit.")] = False,
-    top: Annotated[int, typer.Option(help="Plans to print with --sweep.")] = 10,
+                                        "fastest that fit.", rich_help_panel=MODES)] = False,
+    top: Annotated[int, typer.Option(help="Plans to print with --sweep.",
+        rich_help_panel=MODES)] = 10,
     rlhf: Annotated[bool, typer.Option(help="One RLHF PPO step: generation, scoring, actor "
-                                       "and critic training.")] = False,
-    response_tokens: Annotated[int, typer.Option(help="RLHF: generated tokens per prompt.")
+                                       "and critic training.", rich_help_panel=MODES)] = False,
+    response_tokens: Annotated[int, typer.Option(help="RLHF: generated tokens per prompt.",
+        rich_help_panel=MODES)
                                ] = 256,
-    generation_tp: Annotated[int, typer.Option(help="RLHF: GPUs per generation replica.")
+    generation_tp: Annotated[int, typer.Option(help="RLHF: GPUs per generation replica.",
+        rich_help_panel=MODES)
                              ] = 1,
-    kernel_model: KernelModelOption = "calibrated",
-    calibration: CalibrationOption = None,
+    kernel_model: KernelModel = "calibrated",
+    calibration: Calibration = None,
     stack: Annotated[str, typer.Option(
         help="Training software stack: none (the calibrated kernels as benchmarked) or "
              "llm-foundry (MosaicML's PyTorch FSDP stack: kernel-time factors fitted on its "
-             "measured runs, A100/Ampere and H100/Hopper).")] = "none",
+             "measured runs, A100/Ampere and H100/Hopper).", rich_help_panel=KERNELS)] = "none",
     allow_oom: Annotated[bool, typer.Option(
         help="Print the forecast of a plan that does not fit in memory (with fits: false and "
-             "the memory breakdown) instead of refusing it.")] = False,
+             "the memory breakdown) instead of refusing it.", rich_help_panel=MODES)] = False,
     trace_out: Annotated[Path | None, typer.Option(
         help="Write a Chrome-trace/Perfetto JSON of the iteration here (per stage: forward/"
-             "backward micro-batches, p2p receives; then gradient reduction, optimizer).")
+             "backward micro-batches, p2p receives; then gradient reduction, optimizer).",
+        rich_help_panel=OUTPUT)
     ] = None,
-    json_out: JsonOption = False,
+    json_out: Json = False,
 ) -> None:
     """Forecast one training iteration: time, tokens/s, MFU, memory per GPU and where the
     time goes (compute, exposed communication per kind, pipeline bubble, optimizer)."""
@@ -124,6 +142,7 @@ def _print_iteration(result: TrainResult) -> None:
                         ("memory per GPU", f"{fc.memory_per_gpu_bytes / 1e9:.1f} GB of "
                                            f"{fc.capacity_bytes / 1e9:.0f}")):
         t.add_row(name, value)
+    console = new_console()
     console.print(t)
     b = Table(title="Where the time goes (seconds; parts sum to the iteration)")
     b.add_column("part")
@@ -151,7 +170,7 @@ def _print_rlhf(result: RLHFResult) -> None:
     for key in ("generation_s", "scoring_s", "actor_train_s", "critic_train_s", "step_s"):
         seconds = getattr(step, key)
         t.add_row(key.removesuffix("_s"), f"{seconds:.3f}", f"{seconds / step.step_s:.1%}")
-    console.print(t)
+    new_console().print(t)
 
 
 def _print_sweep(result: TrainSweepResult) -> None:
@@ -167,4 +186,4 @@ def _print_sweep(result: TrainSweepResult) -> None:
                 f"mb{row.micro_batch} {sched} rc:{row.recompute}")
         t.add_row(plan, f"{row.tokens_per_s:,.0f}", f"{row.mfu:.1%}",
                   f"{row.memory_per_gpu_bytes / 1e9:.1f}")
-    console.print(t)
+    new_console().print(t)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-
 from perfcast.api import CNNTrainResult
+from perfcast.cli._console import Table, new_console
 
 __all__ = ["print_cnn"]
 
@@ -28,4 +26,4 @@ def print_cnn(result: CNNTrainResult) -> None:
                         ("MFU", f"{fc.mfu:.1%}"),
                         ("memory per GPU", f"{fc.memory_per_gpu_bytes / 1e9:.1f} GB")):
         t.add_row(name, value)
-    Console().print(t)
+    new_console().print(t)

@@ -11,9 +11,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._console import Table, new_console, rule
 from perfcast.validate import (
     KERNEL_CHECK_SPLITS,
     MODEL_TARGET_MAPE,
@@ -30,7 +31,7 @@ from perfcast.validate import (
 )
 
 validate_app = typer.Typer(help="Accuracy against real measurements.", no_args_is_help=True)
-console = Console(stderr=True)
+KERNEL_METHODS = ("roofline", "cross_generation", "target_measured")
 
 
 def _emit(report: ValidationReport, json_out: bool, printer) -> None:
@@ -38,13 +39,32 @@ def _emit(report: ValidationReport, json_out: bool, printer) -> None:
     if json_out:
         emit_json(report.payload())
     else:
-        printer(report, Console())
+        printer(report, new_console())
+
+
+def _pct(fraction: float) -> str:
+    """An error fraction as a percent (0.0881 -> 8.8%); '-' where there is none."""
+    return "-" if fraction != fraction else f"{fraction:.1%}"
+
+
+def _method_table(rows, index: list[str], value: str, label: str, title: str) -> Table:
+    """`rows` pivoted to one column per method, headed '<method> <label>', the fraction
+    `value` (mape, median_ape) shown as a percent."""
+    wide = rows.pivot_table(index=index, columns="method", values=value)
+    table = Table(title=title)
+    for col in index:
+        table.add_column(col, justify="right" if col == "n" else "left")
+    for method in wide.columns:
+        table.add_column(f"{method} {label}", justify="right")
+    for key, r in wide.iterrows():
+        cells = key if isinstance(key, tuple) else (key,)
+        table.add_row(*(str(c) for c in cells), *(_pct(v) for v in r))
+    return table
 
 
 def _table(rows, title: str) -> Table:
     table = Table(title=title)
-    for col in ("split", "device", "group", "n", "roofline", "cross_generation",
-                "target_measured"):
+    for col in ("split", "device", "group", "n", *(f"{m} MAPE" for m in KERNEL_METHODS)):
         table.add_column(col, justify="right" if col not in ("split", "device", "group")
                          else "left")
     wide = rows.pivot_table(index=["split", "device", "group"], columns="method",
@@ -54,8 +74,7 @@ def _table(rows, title: str) -> Table:
         d = r._asdict()
         table.add_row(d["split"], d["device"], d["group"], str(counts[(d["split"], d["device"],
                                                                         d["group"])]),
-                      *(f"{d.get(m, float('nan')):.1%}" for m in
-                        ("roofline", "cross_generation", "target_measured")))
+                      *(_pct(d.get(m, float("nan"))) for m in KERNEL_METHODS))
     return table
 
 
@@ -80,14 +99,25 @@ def kernels(
 ) -> None:
     """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured."""
     report = kernels_report(split, quick, train_rows, test_rows, out, seed, by,
-                            progress=lambda msg: console.print(f"[dim]fit/test {msg}[/dim]"))
+                            progress=_kernels_progress)
     _emit(report, json_out, _print_kernels)
+
+
+def _kernels_progress(message: str) -> None:
+    new_console(stderr=True).print(f"[dim]fit/test {escape(message)}[/dim]")
 
 
 def _print_kernels(report: ValidationReport, out: Console) -> None:
     out.print(_table(report.rows, "Per-kernel MAPE on held-out devices"))
-    out.print(report.extras["summary"].round(4).to_string(index=False))
-    out.print(f"targets: {TARGETS}")
+    summary = Table(title="Summary over kernel families (sub-groups left out)")
+    for col in ("split", "method", "median family MAPE", "pooled MAPE"):
+        summary.add_column(col, justify="right" if "MAPE" in col else "left")
+    for r in report.extras["summary"].itertuples(index=False):
+        summary.add_row(r.split, r.method, _pct(r.median_family_mape), _pct(r.pooled_mape))
+    out.print(summary)
+    out.print(f"targets: cross-generation median family MAPE <= "
+              f"{TARGETS['cross_generation_median_mape']:.0%}, target-measured MAPE <= "
+              f"{TARGETS['target_measured_mape']:.0%}")
 
 
 def _models_table(rows) -> Table:
@@ -125,9 +155,8 @@ def _print_models(report: ValidationReport, out: Console) -> None:
     out.print(_models_table(rows))
     op = rows[rows["split"] == "per_op"]
     if not op.empty:
-        wide = op.pivot_table(index="group", columns="method", values="mape")
-        out.print("per-op (kernel families in one layer, mean over devices):")
-        out.print(wide.round(3).to_string())
+        out.print(_method_table(op, ["group"], "mape", "MAPE", "Per-op MAPE: kernel families "
+                                "in one layer, mean over devices"))
     out.print(f"target: <= {MODEL_TARGET_MAPE:.0%} MAPE on every device")
 
 
@@ -160,10 +189,10 @@ def serving_cmd(
 
 
 def _print_serving(report: ValidationReport, out: Console) -> None:
-    wide = report.rows.pivot_table(index=["split", "device", "group"], columns="method",
-                                   values="median_ape")
-    out.print(wide.round(3).to_string())
-    out.print(f"targets (median APE): {SERVING_TARGETS}")
+    out.print(_method_table(report.rows, ["split", "device", "group"], "median_ape",
+                            "median APE", "Serving: median APE of TTFT and TPOT"))
+    out.print("targets (median APE): " + ", ".join(f"{k.upper()} <= {v:.0%}"
+                                                   for k, v in SERVING_TARGETS.items()))
     for k in report.extras["skipped"]:
         out.print(f"skipped ({k['method']}) {k['point_id']}: {k['reason']}")
 
@@ -189,9 +218,8 @@ def training_cmd(
 
 
 def _print_training(report: ValidationReport, out: Console) -> None:
-    wide = report.rows.pivot_table(index=["split", "device", "group", "n"], columns="method",
-                                   values="mape")
-    out.print(wide.round(3).to_string())
+    out.print(_method_table(report.rows, ["split", "device", "group", "n"], "mape", "MAPE",
+                            "Training: MAPE of tokens/s and MFU"))
     out.print(f"target: MAPE <= {TRAINING_TARGET_MAPE:.0%} (tokens/s and MFU; "
               "mfu in MosaicML's FLOP count, mfu_perfcast in perfcast's)")
 
@@ -213,9 +241,8 @@ def collectives_cmd(
 
 
 def _print_collectives(report: ValidationReport, out: Console) -> None:
-    wide = report.rows.pivot_table(index=["split", "device", "group"], columns="method",
-                                   values="mape")
-    out.print(wide.round(3).to_string())
+    out.print(_method_table(report.rows, ["split", "device", "group"], "mape", "MAPE",
+                            "Collectives: MAPE per split, device and collective/regime"))
     if "table7" in report.extras:
         out.print(_table7(report.extras["table7"]))
 
@@ -250,15 +277,15 @@ def all_cmd(
     def sub(name: str) -> Path | None:
         return None if out is None else out / name
 
-    console.rule("kernels: per-kernel MAPE on held-out devices")
+    rule("kernels: per-kernel MAPE on held-out devices", stderr=True)
     kernels(quick=quick, out=sub("kernels"))
-    console.rule("models: whole-model forecasts against measured model times")
+    rule("models: whole-model forecasts against measured model times", stderr=True)
     models_cmd(out=sub("models"))
     for mode in ("agg", "disagg"):
-        console.rule(f"serving ({mode}): TTFT/TPOT against measured serving benchmarks")
+        rule(f"serving ({mode}): TTFT/TPOT against measured serving benchmarks", stderr=True)
         serving_cmd(mode=mode, points_per_group=1 if quick else None,
                     out=sub(f"serving-{mode}"))
-    console.rule("training: MPT tokens/s and MFU (llm-foundry)")
+    rule("training: MPT tokens/s and MFU (llm-foundry)", stderr=True)
     training_cmd()
-    console.rule("collectives: NCCL collectives per message-size regime")
+    rule("collectives: NCCL collectives per message-size regime", stderr=True)
     collectives_cmd(out=sub("collectives"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfcast.errors import InputError, read_user_text
+from perfcast.errors import InputError, parse_user_json, read_user_text
 from perfcast.kernels._fit import fit_family
 from perfcast.kernels._physics import (
     FamilyParams,
@@ -119,12 +119,16 @@ class Calibration:
     def load(cls, path: str | Path) -> Calibration:
         expected = "a file written by `perfcast calibrate`"
         text = read_user_text(path, "calibration", expected)
+        if not isinstance(parse_user_json(text, "calibration", str(path), expected), dict):
+            raise InputError("calibration", f"{path} does not hold a JSON object", expected)
         try:
             return cls.from_json(text)
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
-            raise InputError("calibration", f"cannot read {path}: {type(exc).__name__}: {exc}",
+            what = (f"missing key {exc.args[0]!r}" if isinstance(exc, KeyError)
+                    else "a value of the wrong type")
+            raise InputError("calibration", f"{path} is not a calibration ({what})",
                              expected) from None
 
     def merged_with(self, other: Calibration) -> Calibration:

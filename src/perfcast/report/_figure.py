@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, check_output_file, writing
 
 __all__ = ["FIGURE_FORMATS", "colors", "new_figure", "save_figure", "time_unit"]
 
@@ -54,12 +54,10 @@ def save_figure(fig, path: str | Path) -> Path:
     if suffix not in FIGURE_FORMATS:
         raise InputError("out", f"unknown figure format {path.suffix or '(none)'!r} of {path}",
                          FIGURE_FORMATS)
-    if path.exists():
-        raise InputError("out", f"{path} exists; refusing to overwrite it", "a new file")
-    if not path.parent.is_dir():
-        raise InputError("out", f"folder {path.parent} does not exist", "an existing folder")
+    check_output_file(path, "out")
     fmt = suffix.removeprefix(".")
     metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-    with matplotlib.rc_context({"svg.hashsalt": _SVG_SALT, "svg.fonttype": "path"}):
+    with (matplotlib.rc_context({"svg.hashsalt": _SVG_SALT, "svg.fonttype": "path"}),
+          writing(path, "out")):
         fig.savefig(path, format=fmt, dpi=_DPI, metadata=metadata)
     return path

@@ -95,8 +95,10 @@ def _check_lengths(name: str, df: pd.DataFrame) -> Trace:
         bad = v.isna() | (v < 1) | (v != np.floor(v))
         if bad.any():
             i = int(np.argmax(bad.to_numpy()))
-            raise InputError(col, f"{name} row {i + 1}: {df[col].iloc[i]!r} is not an "
-                             "integer >= 1", "integers >= 1")
+            cell = df[col].iloc[i]
+            cell = cell.item() if isinstance(cell, np.generic) else cell  # 0, not np.int64(0)
+            raise InputError(col, f"{name} row {i + 1}: {cell!r} is not an integer >= 1",
+                             "integers >= 1")
     arrival = None
     if "arrival_s" in df:
         arrival = pd.to_numeric(df["arrival_s"], errors="coerce").to_numpy(np.float64)

@@ -223,9 +223,11 @@ def get_model(name: str | None = None, config_path: str | Path | None = None) ->
         return ModelSpec.from_hf_config(config, name=label)
     except ValidationError as exc:
         raise from_validation_error(exc, prefix="model_config.", default="config") from None
+    except InputError:
+        raise
     except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError) as exc:
-        raise InputError("model_config", f"not a config perfcast can read: "
-                         f"{type(exc).__name__}: {exc}", "a HuggingFace config.json") from None
+        raise InputError("model_config", f"not a config perfcast can read ({exc})",
+                         "a HuggingFace config.json") from None
 
 
 # HF config fields that are counts or sizes, under the names the supported families use

@@ -34,6 +34,15 @@ def _first(config: dict[str, Any], *keys: str, default: Any = None, required: bo
     return default
 
 
+def _section(config: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """A nested config (text_config, vision_config, attn_config, ...): an object or absent."""
+    value = config.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise InputError(f"model_config.{key}", f"must be a JSON object, got {value!r}",
+                         "an object of config keys")
+    return value
+
+
 def _moe_fields(config: dict[str, Any], intermediate: int) -> dict[str, Any] | None:
     experts = _first(config, "n_routed_experts", "num_local_experts", "num_experts",
                      required=False)
@@ -52,8 +61,14 @@ def _moe_fields(config: dict[str, Any], intermediate: int) -> dict[str, Any] | N
 def _mla_fields(config: dict[str, Any]) -> dict[str, Any] | None:
     if not config.get("kv_lora_rank"):
         return None
-    return {k: config.get(k) for k in (
+    fields = {k: config.get(k) for k in (
         "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+    for key, value in fields.items():
+        if (value is None and key != "q_lora_rank") or value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"model_config.{key}", f"must be a positive integer with "
+                             f"kv_lora_rank (MLA), got {value!r}", ">= 1")
+    return fields
 
 
 def _switch_fields(config: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +83,7 @@ def _switch_fields(config: dict[str, Any]) -> dict[str, Any]:
         "num_kv_heads": config["num_heads"],
         "head_dim": config["d_kv"],
         "intermediate_size": d_ff,
-        "vocab_size": config["vocab_size"],
+        "vocab_size": _first(config, "vocab_size"),
         "gated_mlp": bool(config.get("is_gated_act", False)),
         "activation": config.get("dense_act_fn", "relu"),
         "norm": "rmsnorm",  # T5LayerNorm is a scale-only RMS norm
@@ -89,8 +104,8 @@ def _mpt_fields(config: dict[str, Any]) -> dict[str, Any]:
     or learned positions, which MPTConfig turns off when alibi or rope is on. Missing keys
     take MPTConfig's defaults (configuration_mpt.py: learned_pos_emb and bias on, alibi
     off, vocab 50368, tied embeddings)."""
-    attn = config.get("attn_config") or {}
-    ffn = config.get("ffn_config") or {}
+    attn = _section(config, "attn_config") or {}
+    ffn = _section(config, "ffn_config") or {}
     d_model, heads = _first(config, "d_model"), _first(config, "n_heads")
     kv_heads = {"multiquery_attention": 1,
                 "grouped_query_attention": attn.get("kv_n_heads") or heads}.get(
@@ -123,7 +138,8 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     """ModelSpec keyword arguments from a parsed config.json."""
     vision_of = None
     if "text_config" in config and "hidden_size" not in config:  # LLaVA-style wrappers
-        text = config["text_config"]
+        text = _section(config, "text_config") or {}
+        _section(config, "vision_config")
         # HF serialises nested configs as a diff against the class defaults: restore them.
         vision_of, config = config, {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}
     model_type = str(config.get("model_type", "")).lower()
@@ -154,7 +170,7 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
         "intermediate_size": intermediate,
-        "vocab_size": config["vocab_size"],
+        "vocab_size": _first(config, "vocab_size"),
         "max_position_embeddings": _first(
             config, "max_position_embeddings", "n_positions", default=0, required=False) or None,
         "gated_mlp": model_type in _GATED_TYPES or (

@@ -10,18 +10,29 @@ from perfcast.specs._vision import VisionSpec
 
 __all__ = ["ModelSpec", "MoESpec", "MLASpec"]
 
+# Sanity bounds, far above any released model (126 layers, hidden 16384, vocab 256k): a
+# config past them is a typo or a unit slip, refused (bound in the message) instead of
+# forecast for minutes with per-layer loops.
+MAX_LAYERS = 10_000
+MAX_WIDTH = 2**20  # hidden, head and low-rank dims
+MAX_FFN = 2**22  # intermediate sizes
+MAX_HEADS = 2**16  # attention heads, experts
+MAX_VOCAB = 2**24
+
 
 class MoESpec(BaseModel):
     """Mixture-of-experts FFN: routed experts, top-k, shared experts."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    num_experts: int = Field(gt=0)
+    num_experts: int = Field(gt=0, le=MAX_HEADS)
     experts_per_token: int = Field(gt=0)
-    expert_intermediate_size: int = Field(gt=0)
-    num_shared_experts: int = Field(default=0, ge=0)
-    first_dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense FFN")
-    layer_freq: int = Field(default=1, gt=0, description="every n-th layer after those is MoE")
+    expert_intermediate_size: int = Field(gt=0, le=MAX_FFN)
+    num_shared_experts: int = Field(default=0, ge=0, le=MAX_HEADS)
+    first_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS,
+                                    description="leading layers with a dense FFN")
+    layer_freq: int = Field(default=1, gt=0, le=MAX_LAYERS,
+                            description="every n-th layer after those is MoE")
 
     @model_validator(mode="after")
     def _topk_le_experts(self) -> MoESpec:
@@ -35,11 +46,11 @@ class MLASpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    qk_rope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    kv_lora_rank: int = Field(gt=0, le=MAX_WIDTH)
+    qk_nope_head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    qk_rope_head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    v_head_dim: int = Field(gt=0, le=MAX_WIDTH)
 
 
 class ModelSpec(BaseModel):
@@ -51,14 +62,16 @@ class ModelSpec(BaseModel):
     kind: Literal["decoder", "encoder", "encoder-decoder"] = "decoder"
     model_type: str = Field(default="", description="HF config model_type: which eager "
                             "implementation (kernel sequence) the architecture runs")
-    hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=0, description="decoder layers (encoder layers for encoders)")
-    num_encoder_layers: int = Field(default=0, ge=0, description="encoder-decoder models only")
-    num_heads: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
+    hidden_size: int = Field(gt=0, le=MAX_WIDTH)
+    num_layers: int = Field(gt=0, le=MAX_LAYERS,
+                            description="decoder layers (encoder layers for encoders)")
+    num_encoder_layers: int = Field(default=0, ge=0, le=MAX_LAYERS,
+                                    description="encoder-decoder models only")
+    num_heads: int = Field(gt=0, le=MAX_HEADS)
+    num_kv_heads: int = Field(gt=0, le=MAX_HEADS)
+    head_dim: int = Field(gt=0, le=MAX_WIDTH)
+    intermediate_size: int = Field(gt=0, le=MAX_FFN)
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
     max_position_embeddings: int | None = Field(default=None, gt=0)
     gated_mlp: bool = False
     activation: str = "gelu"

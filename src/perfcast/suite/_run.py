@@ -8,7 +8,7 @@ Each run of a scenario is a request (`perfcast.api.request_from_options`) answer
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,8 +16,8 @@ from multiprocessing import get_context
 from typing import Any
 
 from perfcast.api import run_options
-from perfcast.errors import InputError
-from perfcast.suite._schema import Scenario, parse_scenario
+from perfcast.errors import InputError, close_matches
+from perfcast.suite._schema import Scenario, Target, parse_scenario
 
 __all__ = ["STATUSES", "Execute", "ScenarioResult", "TargetValue", "builtin_scenarios",
            "grade", "run_scenario", "run_suite"]
@@ -56,10 +56,14 @@ class ScenarioResult:
     wall_s: float = field(default=0.0, compare=False)
 
 
+_MISSING = object()  # a path that names no key (a misspelling), unlike a null value
+
+
 def _lookup(node: Any, path: str) -> Any:
     """The value at a dotted path; keys may contain dots themselves ('family.gemm'), so the
-    longest key that matches wins."""
-    if path == "":
+    longest key that matches wins. A null on the way is the value (None); a path that
+    matches no key is `_MISSING`."""
+    if path == "" or node is None:
         return node
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
@@ -68,7 +72,31 @@ def _lookup(node: Any, path: str) -> Any:
             return _lookup(node[key], rest)
         if isinstance(node, list) and key.isdigit() and int(key) < len(node):
             return _lookup(node[int(key)], rest)
-    return None
+    return _MISSING
+
+
+def _paths(node: Any, prefix: str = "") -> Iterator[str]:
+    """Every dotted path of a payload (mappings' keys, lists' indices)."""
+    items = (node.items() if isinstance(node, Mapping)
+             else enumerate(node) if isinstance(node, list) else ())
+    for key, value in items:
+        path = f"{prefix}{key}"
+        yield path
+        yield from _paths(value, path + ".")
+
+
+def _value(scenario: Scenario, target: Target, run: str, payload: Mapping[str, Any] | None
+           ) -> Any:
+    """The target's value in one run's payload (None: the run failed, or printed null); a
+    path that names nothing in a payload the run did print is a scenario error."""
+    value = _lookup(payload, target.path)
+    if value is not _MISSING:
+        return value
+    hint = close_matches(target.path, list(_paths(payload)), n=3)
+    raise InputError(f"targets.{target.name}", f"path {target.path!r} names no key of the "
+                     f"`{scenario.command}` payload of run {run!r}"
+                     + (f"; did you mean {', '.join(hint)}?" if hint else ""),
+                     "a dotted key of the command's --json output")
 
 
 def _ratio(base: Any, value: Any) -> float | None:
@@ -78,13 +106,15 @@ def _ratio(base: Any, value: Any) -> float | None:
 
 def grade(scenario: Scenario, payloads: Mapping[str, Mapping[str, Any] | None]
           ) -> tuple[str, tuple[TargetValue, ...]]:
-    """The status and the target values found in each run's payload (None: run failed)."""
+    """The status and the target values found in each run's payload (None: run failed);
+    a target path that matches nothing in a printed payload raises an InputError."""
     values = []
     for target in scenario.targets:
         for run in [target.variant] if target.variant else list(payloads):
-            value = _lookup(payloads[run], target.path)
+            value = _value(scenario, target, run, payloads[run])
             if target.baseline is not None:
-                value = _ratio(_lookup(payloads[target.baseline], target.path), value)
+                base = payloads[target.baseline]
+                value = _ratio(_value(scenario, target, target.baseline, base), value)
             values.append(TargetValue(target.name, run, target.path, value, target.shown_unit))
     found = sum(v.value is not None for v in values)
     status = "supported" if found == len(values) else "partial" if found else "unsupported"

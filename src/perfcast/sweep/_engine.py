@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from perfcast.api._backends import imap_unordered
-from perfcast.errors import InputError
+from perfcast.errors import InputError, check_output_folder
 from perfcast.sweep._grid import point_key
 from perfcast.sweep._store import read_parts, write_part, write_results
 from perfcast.sweep._table import point_row
@@ -67,7 +67,7 @@ def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: s
     points are written, in the order given, to `out_dir/results.parquet` and returned as a
     DataFrame (`attrs`: computed, reused, path). Duplicate points are evaluated once.
     """
-    out_dir = Path(out_dir)
+    out_dir = check_output_folder(out_dir, "out")
     unique = {point_key(point): dict(point) for point in points}
     done = read_parts(out_dir)
     todo = [point for key, point in unique.items() if key not in done]

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, writing
 from perfcast.sweep._grid import point_key
 from perfcast.sweep._table import rows_to_table
 
@@ -28,11 +28,12 @@ _TMP_PREFIX = ".tmp-"
 
 def _write_atomic(table: pa.Table, path: Path) -> Path:
     tmp = path.with_name(f"{_TMP_PREFIX}{os.getpid()}-{path.name}")
-    with open(tmp, "wb") as handle:
+    with writing(path, "out"), open(tmp, "wb") as handle:
         pq.write_table(table, handle)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    with writing(path, "out"):
+        os.replace(tmp, path)
     return path
 
 
@@ -44,7 +45,8 @@ def _part_files(out_dir: Path) -> list[Path]:
 def write_part(out_dir: Path, rows: list[Mapping[str, Any]]) -> Path:
     """One chunk of finished points as `parts/part-<hash of its keys>.parquet`."""
     folder = out_dir / PARTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    with writing(folder, "out"):
+        folder.mkdir(parents=True, exist_ok=True)
     name = f"part-{point_key({'keys': [row['key'] for row in rows]})}.parquet"
     return _write_atomic(rows_to_table(rows), folder / name)
 
@@ -69,5 +71,6 @@ def read_parts(out_dir: Path) -> dict[str, dict[str, Any]]:
 
 def write_results(out_dir: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     """All the sweep's records, in point order, as `results.parquet`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with writing(out_dir, "out"):
+        out_dir.mkdir(parents=True, exist_ok=True)
     return _write_atomic(rows_to_table(rows), out_dir / RESULTS_FILE)

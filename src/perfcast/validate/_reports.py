@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, check_output_folder, writing
 from perfcast.kernels import RooflineModel
 from perfcast.measure import load_store
 from perfcast.validate._collectives import collective_table7, validate_collectives
@@ -64,8 +64,7 @@ class ValidationReport:
 
 def check_out_dir(out: Path | None) -> None:
     """--out must be a directory (or not exist yet): nothing the user has is overwritten."""
-    if out is not None and out.exists() and not out.is_dir():
-        raise InputError("out", f"{out} exists and is not a directory", "a directory path")
+    check_output_folder(out, "out")
 
 
 def _check_choices(name: str, values: Iterable[str], allowed, context: str = "") -> None:
@@ -79,12 +78,13 @@ def _write(out: Path | None, files: dict[str, pd.DataFrame | Callable[[], str]])
     the callable makes (made only when written)."""
     if out is None:
         return
-    out.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        if isinstance(content, pd.DataFrame):
-            content.to_csv(out / name, index=False)
-        else:
-            (out / name).write_text(content())
+    with writing(out, "out"):
+        out.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            if isinstance(content, pd.DataFrame):
+                content.to_csv(out / name, index=False)
+            else:
+                (out / name).write_text(content())
 
 
 def md_table(frame: pd.DataFrame) -> str:

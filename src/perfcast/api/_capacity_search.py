@@ -174,16 +174,21 @@ def _cheapest(rows: Sequence[Mapping[str, Any]]) -> int | None:
 def capacity_search(point_fn: PointFn, base: Mapping[str, Any],
                     candidates: Sequence[tuple[str, int]], target_qps: float, slo: Slo,
                     prices: Mapping[str, Mapping[str, Any]], qps_step: float = 0.05,
-                    backend: str = "local", workers: int | None = None) -> dict[str, Any]:
+                    backend: str = "local", workers: int | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Search every candidate (in parallel), price them, pick the cheapest, and give the
-    Pareto fronts of hourly cost vs P99 TTFT and vs P99 TPOT (indices into candidates)."""
+    Pareto fronts of hourly cost vs P99 TTFT and vs P99 TPOT (indices into candidates).
+    `progress(done, total)` is called as each candidate's search finishes."""
     missing = sorted({gpu for gpu, _ in candidates} - set(prices))
     if missing:
         raise InputError("gpu", f"no price for {missing[0]}", sorted(prices))
     ladder = qps_ladder(target_qps, qps_step)
     search = partial(search_candidate, point_fn, dict(base), slo, ladder)
-    found = {(row["gpu"], row["tp"]): row
-             for row in imap_unordered(search, list(candidates), backend, workers)}
+    found = {}
+    for row in imap_unordered(search, list(candidates), backend, workers):
+        found[(row["gpu"], row["tp"])] = row
+        if progress is not None:
+            progress(len(found), len(candidates))
     rows = price_candidates([found[tuple(c)] for c in candidates], prices, target_qps)
     chosen = _cheapest(rows)
     return {"target_qps": target_qps,

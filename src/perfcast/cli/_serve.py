@@ -11,7 +11,9 @@ import typer
 from perfcast.api import ServeRequest, ServeResult, run
 from perfcast.cli._common import cli_options, emit, guarded
 from perfcast.cli._console import Table, new_console
+from perfcast.cli._progress import progress_bar
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
+from perfcast.serve._engine import reporting_progress
 
 # Help panels: the deployment's options first (typer's "Options"), then these.
 WORKLOAD, REQUESTS = "Workload: arrivals", "Workload: requests"
@@ -150,7 +152,10 @@ def serve(
                            ] = DEFAULT_EXPERT_SKEW,
 ) -> None:
     """TTFT, TPOT, E2E (mean/P50/P90/P99), throughput, goodput, preemptions and KV use."""
-    emit(run(ServeRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = ServeRequest.from_options(cli_options(locals()))
+    with progress_bar("serve: requests", json_out) as bar, reporting_progress(bar):
+        result = run(request)
+    emit(result, json_out, _print)
 
 
 def _print(result: ServeResult) -> None:

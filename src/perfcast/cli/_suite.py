@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from perfcast.cli._common import JsonOption, emit_json, guarded
 from perfcast.cli._console import Table, new_console
+from perfcast.cli._progress import interrupted, progress_bar
 from perfcast.errors import InputError, check_output_folder, close_matches, writing
 from perfcast.suite import (
     ScenarioResult,
@@ -70,6 +69,26 @@ def _select(only: str | None):
     return [ids[w] for w in wanted]
 
 
+def _run_all(scenarios: list, workers: int, out: Path, json_out: bool
+             ) -> list[ScenarioResult]:
+    """`run_suite` with the CLI's progress bar; on Ctrl-C, how many scenarios had run (the
+    report is written only when all have, so nothing in `out` is half-updated)."""
+    finished: list[ScenarioResult] = []
+    try:
+        with progress_bar("scenarios", json_out) as bar:
+            def done(result: ScenarioResult) -> None:
+                finished.append(result)
+                if bar is not None:
+                    bar(len(finished), len(scenarios))
+
+            return run_suite(scenarios, workers=workers or os.cpu_count() or 1, on_done=done)
+    except KeyboardInterrupt:
+        interrupted(f"{len(finished)} of {len(scenarios)} scenarios had run; nothing saved "
+                    f"in {out}/ (the report is written when every scenario has run); rerun "
+                    "the same command")
+        raise
+
+
 @guarded
 def suite(
     out: Annotated[Path, typer.Option(help="Folder for suite.md and suite.json.")] = Path(
@@ -86,13 +105,7 @@ def suite(
         raise InputError("workers", f"must be >= 0, got {workers}", "0 (one per core) or more")
     scenarios = _select(only)
     start = time.perf_counter()
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, disable=json_out) as bar:
-        task = bar.add_task("scenarios", total=len(scenarios))
-        results = run_suite(scenarios, workers=workers or os.cpu_count() or 1,
-                            on_done=lambda r: bar.update(task, advance=1,
-                                                         description=f"scenarios ({r.id})"))
+    results = _run_all(scenarios, workers, out, json_out)
     wall_s = time.perf_counter() - start
     summary = suite_summary(results, wall_s)
     with writing(out, "out"):

@@ -18,9 +18,11 @@ import pandas as pd
 import typer
 
 from perfcast import __version__
-from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for, run
+from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for
+from perfcast.api._capacity import run_capacity
 from perfcast.cli._common import JsonOption, cli_options, emit, emit_json, guarded
 from perfcast.cli._console import Table, new_console
+from perfcast.cli._progress import interrupted, progress_bar
 from perfcast.errors import InputError, close_matches
 from perfcast.sweep import (
     PARTS_DIR,
@@ -28,9 +30,11 @@ from perfcast.sweep import (
     choose_backend,
     expand_grid,
     parse_assignment,
+    point_key,
     run_sweep,
 )
 from perfcast.sweep._point import run_point
+from perfcast.sweep._store import read_parts
 
 __all__ = ["capacity", "query", "run_point", "sweep"]
 
@@ -132,6 +136,22 @@ def _print_frame(frame: pd.DataFrame, title: str, limit: int | None = None) -> N
         console.print(f"... {len(frame) - limit} more rows; see them with `perfcast query`")
 
 
+def _run_points(points: list[dict[str, Any]], out: Path, backend: str, workers: int | None,
+                show: bool) -> pd.DataFrame:
+    """`run_sweep` with the CLI's progress bar (when `show` and stderr is a terminal); on
+    Ctrl-C, how many points are kept in `out` (the finished ones are, in parts/)."""
+    try:
+        with progress_bar("sweep", json_out=not show) as bar:
+            return run_sweep(points, run_point, out, backend=backend, workers=workers,
+                             progress=bar)
+    except KeyboardInterrupt:
+        keys = {point_key(point) for point in points}
+        saved = len(keys & set(read_parts(out)))
+        interrupted(f"{saved} of {len(keys)} points saved in {out}/; rerun the same command "
+                    "to resume")
+        raise
+
+
 @guarded
 def sweep(
     scenario: Annotated[Path | None, typer.Argument(
@@ -161,8 +181,7 @@ def sweep(
 ) -> None:
     """Run a command over a grid of options; results to Parquet (query with `perfcast query`)."""
     command, points, swept = sweep_points(scenario, command, sets or [], grids or [], variant)
-    frame = run_sweep(points, run_point, out, backend=choose_backend(ray), workers=workers,
-                      progress=progress)
+    frame = _run_points(points, out, choose_backend(ray), workers, progress and not json_out)
     ok = int((frame.status == "ok").sum())
     shown = [*(f"in.{n}" for n in swept), "status", *_metric_columns(frame, command, metrics),
              *(["error"] if ok < len(frame) else [])]
@@ -298,4 +317,7 @@ def capacity(
     json_out: JsonOption = False,
 ) -> None:
     """Cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target QPS (X15)."""
-    emit(run(CapacityRequest.from_options(cli_options(locals()))), json_out, _print_capacity)
+    request = CapacityRequest.from_options(cli_options(locals()))
+    with progress_bar("capacity: candidates", json_out) as bar:
+        result = run_capacity(request, bar)
+    emit(result, json_out, _print_capacity)

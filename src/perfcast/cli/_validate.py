@@ -6,6 +6,9 @@ each command here parses its flags, calls one and prints its tables or its JSON.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +18,7 @@ from rich.markup import escape
 
 from perfcast.cli._common import emit_json, guarded
 from perfcast.cli._console import Table, new_console, rule
+from perfcast.cli._progress import INTERRUPTED_EXIT, interrupted, progress_bar
 from perfcast.validate import (
     KERNEL_CHECK_SPLITS,
     MODEL_TARGET_MAPE,
@@ -32,6 +36,7 @@ from perfcast.validate import (
 
 validate_app = typer.Typer(help="Accuracy against real measurements.", no_args_is_help=True)
 KERNEL_METHODS = ("roofline", "cross_generation", "target_measured")
+NO_REPORTS = ("training",)  # checks `validate all` runs without an --out sub-folder
 
 
 def _emit(report: ValidationReport, json_out: bool, printer) -> None:
@@ -40,6 +45,19 @@ def _emit(report: ValidationReport, json_out: bool, printer) -> None:
         emit_json(report.payload())
     else:
         printer(report, new_console())
+
+
+@contextmanager
+def _interruptible(out: Path | None) -> Iterator[None]:
+    """Ctrl-C during a check given --out: say that nothing was written there (a check
+    writes its reports when it finishes) and exit 130; without --out, Ctrl-C as usual."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if out is None:
+            raise
+        interrupted(f"nothing written to {out}/ (a check writes its reports when it "
+                    "finishes); rerun the same command")
 
 
 def _pct(fraction: float) -> str:
@@ -98,8 +116,9 @@ def kernels(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured."""
-    report = kernels_report(split, quick, train_rows, test_rows, out, seed, by,
-                            progress=_kernels_progress)
+    with _interruptible(out):
+        report = kernels_report(split, quick, train_rows, test_rows, out, seed, by,
+                                progress=_kernels_progress)
     _emit(report, json_out, _print_kernels)
 
 
@@ -147,7 +166,9 @@ def models_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Whole-model forecasts against measured model times, beside the baselines."""
-    _emit(models_report(out, per_op), json_out, _print_models)
+    with _interruptible(out):
+        report = models_report(out, per_op)
+    _emit(report, json_out, _print_models)
 
 
 def _print_models(report: ValidationReport, out: Console) -> None:
@@ -184,7 +205,9 @@ def serving_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Median and P90 APE of TTFT and of TPOT against measured serving benchmarks."""
-    report = serving_report(method, points_per_group, seed, arch, mode, by, exclude_seed, out)
+    with _interruptible(out), progress_bar(f"serving ({mode}): points", json_out) as bar:
+        report = serving_report(method, points_per_group, seed, arch, mode, by, exclude_seed,
+                                out, progress=bar)
     _emit(report, json_out, _print_serving)
 
 
@@ -237,7 +260,9 @@ def collectives_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     """Collective MAPE per split x device x collective/size regime, beside two baselines."""
-    _emit(collectives_report(split, table7, out), json_out, _print_collectives)
+    with _interruptible(out):
+        report = collectives_report(split, table7, out)
+    _emit(report, json_out, _print_collectives)
 
 
 def _print_collectives(report: ValidationReport, out: Console) -> None:
@@ -277,15 +302,31 @@ def all_cmd(
     def sub(name: str) -> Path | None:
         return None if out is None else out / name
 
-    rule("kernels: per-kernel MAPE on held-out devices", stderr=True)
-    kernels(quick=quick, out=sub("kernels"))
-    rule("models: whole-model forecasts against measured model times", stderr=True)
-    models_cmd(out=sub("models"))
-    for mode in ("agg", "disagg"):
-        rule(f"serving ({mode}): TTFT/TPOT against measured serving benchmarks", stderr=True)
-        serving_cmd(mode=mode, points_per_group=1 if quick else None,
-                    out=sub(f"serving-{mode}"))
-    rule("training: MPT tokens/s and MFU (llm-foundry)", stderr=True)
-    training_cmd()
-    rule("collectives: NCCL collectives per message-size regime", stderr=True)
-    collectives_cmd(out=sub("collectives"))
+    finished: list[str] = []
+    try:
+        for name, title, check in _all_checks(quick, sub):
+            rule(title, stderr=True)
+            check()
+            finished.append(name)
+    except typer.Exit as exc:
+        if exc.exit_code == INTERRUPTED_EXIT and out is not None and finished:
+            typer.echo(f"kept: the finished checks' reports in {out}/: "
+                       + ", ".join(n for n in finished if n not in NO_REPORTS), err=True)
+        raise
+
+
+def _all_checks(quick: bool, sub) -> list[tuple[str, str, Callable[[], None]]]:
+    """(sub-folder, heading, run) of each check `validate all` runs, in order."""
+    serving = [(f"serving-{mode}", f"serving ({mode}): TTFT/TPOT against measured serving "
+                "benchmarks", partial(serving_cmd, mode=mode,
+                                      points_per_group=1 if quick else None,
+                                      out=sub(f"serving-{mode}")))
+               for mode in ("agg", "disagg")]
+    return [("kernels", "kernels: per-kernel MAPE on held-out devices",
+             partial(kernels, quick=quick, out=sub("kernels"))),
+            ("models", "models: whole-model forecasts against measured model times",
+             partial(models_cmd, out=sub("models"))),
+            *serving,
+            ("training", "training: MPT tokens/s and MFU (llm-foundry)", training_cmd),
+            ("collectives", "collectives: NCCL collectives per message-size regime",
+             partial(collectives_cmd, out=sub("collectives")))]

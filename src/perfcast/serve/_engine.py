@@ -8,6 +8,10 @@ one at a time from the workload; a closed loop submits the next request when one
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import numpy as np
 import pandas as pd
 
@@ -28,9 +32,24 @@ from perfcast.serve._step_model import StepTimeModel
 from perfcast.serve._stepper import Stepper
 from perfcast.specs import Cluster
 
-__all__ = ["simulate", "step_model_for"]
+__all__ = ["reporting_progress", "simulate", "step_model_for"]
 
 STEP_END, ARRIVAL, WAKE = 0, 1, 2
+REPORT_EVERY = 1000  # completed requests between two progress reports
+_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("serve_progress",
+                                                                      default=None)
+
+
+@contextmanager
+def reporting_progress(progress: Callable[[int, int], None] | None) -> Iterator[None]:
+    """Within the block, every `simulate` calls `progress(completed, requests)` each
+    REPORT_EVERY completed requests and at the end: a face can show a 2M-request run
+    moving without every caller between it and the engine passing a callback along."""
+    token = _PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = None,
@@ -109,9 +128,18 @@ class _Simulation:
 
     def run(self) -> ServeResult:
         self.begin()
-        q = self.queue
+        q, report = self.queue, _PROGRESS.get()
+        if report is None:
+            while len(q):
+                self.handle(*q.pop())
+            return self.result()
+        n, next_at = len(self.req), REPORT_EVERY
         while len(q):
             self.handle(*q.pop())
+            if self.req.completions >= next_at:
+                report(self.req.completions, n)
+                next_at = self.req.completions + REPORT_EVERY
+        report(self.req.completions, n)
         return self.result()
 
     def begin(self) -> None:

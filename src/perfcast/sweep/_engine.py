@@ -58,7 +58,8 @@ def _progress(enabled: bool) -> Progress:
 
 
 def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: str | Path,
-              backend: str = "local", workers: int | None = None, progress: bool = True,
+              backend: str = "local", workers: int | None = None,
+              progress: bool | Callable[[int, int], None] = True,
               chunk_points: int | None = None) -> pd.DataFrame:
     """Evaluate every point not already finished in `out_dir`, and return all the results.
 
@@ -66,6 +67,8 @@ def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: s
     atomically), so a rerun after an interruption computes only what is missing; then all
     points are written, in the order given, to `out_dir/results.parquet` and returned as a
     DataFrame (`attrs`: computed, reused, path). Duplicate points are evaluated once.
+    `progress`: True draws this module's bar on stderr; a callable is called instead as
+    `progress(done, total)` (points finished, reused ones included, of all).
     """
     out_dir = check_output_folder(out_dir, "out")
     unique = {point_key(point): dict(point) for point in points}
@@ -74,7 +77,9 @@ def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: s
     chunk = chunk_points or _chunk_points(len(todo))
     buffer: list[dict[str, Any]] = []
     last_flush = time.monotonic()
-    with _progress(progress) as bar:
+    report = progress if callable(progress) else None
+    finished = len(unique) - len(todo)  # reused points count as finished
+    with _progress(progress is True) as bar:
         task = bar.add_task("sweep", total=len(unique), completed=len(unique) - len(todo))
         try:
             results = imap_unordered(partial(evaluate_point, point_fn), todo, backend, workers)
@@ -83,6 +88,9 @@ def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: s
                     buffer.append(row)
                     done[row["key"]] = row
                     bar.advance(task)
+                    finished += 1
+                    if report is not None:
+                        report(finished, len(unique))
                     if len(buffer) >= chunk or time.monotonic() - last_flush > FLUSH_S:
                         write_part(out_dir, buffer)
                         buffer, last_flush = [], time.monotonic()

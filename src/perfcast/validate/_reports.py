@@ -223,16 +223,19 @@ def _serving_points(mode: str, arch: str, points_per_group: int | None, seed: in
 
 def serving_report(method: list[str] | None = None, points_per_group: int | None = None,
                    seed: int = 0, arch: str = "all", mode: str = "agg", by: str = "model",
-                   exclude_seed: int | None = None, out: Path | None = None
-                   ) -> ValidationReport:
+                   exclude_seed: int | None = None, out: Path | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> ValidationReport:
     """Median and P90 APE of TTFT and TPOT against measured serving benchmarks (serving.csv,
-    serving.md into `out`); extras: the targets and the points a method refused."""
+    serving.md into `out`); extras: the targets and the points a method refused.
+    `progress(done, total)` is called after each point of each method."""
     allowed = DISAGG_METHODS if mode == "disagg" else SERVING_METHODS
     methods = method or list(allowed)
     _check_serving(methods, mode, points_per_group, out, seed, exclude_seed)
     points = _serving_points(mode, arch, points_per_group, seed, exclude_seed)
-    parts = [validate_serving(_serving_callable(m, mode), points, method=m, by=by)
-             for m in methods]
+    parts = [validate_serving(_serving_callable(m, mode), points, method=m, by=by,
+                              progress=_offset(progress, i * len(points),
+                                               len(methods) * len(points)))
+             for i, m in enumerate(methods)]
     rows = pd.concat(parts, ignore_index=True)
     # points a method refused (InputError: e.g. the deployment does not fit in memory)
     skipped = [{"method": m, "point_id": pid, "reason": why}
@@ -244,6 +247,15 @@ def serving_report(method: list[str] | None = None, points_per_group: int | None
               + (", disaggregated" if mode == "disagg" else "") + ")")
     _write(out, {"serving.csv": rows, "serving.md": lambda: _serving_md(rows, sample, skipped)})
     return ValidationReport(rows, {"targets": SERVING_TARGETS, "skipped": skipped})
+
+
+def _offset(progress: Callable[[int, int], None] | None, before: int, total: int
+            ) -> Callable[[int, int], None] | None:
+    """One method's `progress(done, n)` as the whole check's: `before` points already done
+    of `total`."""
+    if progress is None:
+        return None
+    return lambda done, _n: progress(before + done, total)
 
 
 def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict]) -> str:

@@ -32,6 +32,7 @@ SERVING_TARGETS = {"ttft": 0.10, "tpot": 0.07}  # median APE targets (issue 5)
 POINT_COLUMNS = ("point_id", "backend", "model", "device", "precision", "isl", "osl",
                  "concurrency", "ttft_s", "tpot_s")  # layouts: tp/pp (agg) or per pool
 SimulatePoint = Callable[[pd.Series], tuple[float, float]]
+Progress = Callable[[int, int], None]  # progress(done, total): a caller's bar or log
 _STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
 
 
@@ -115,35 +116,47 @@ def analytic_point(point: pd.Series, time_model: ExecutionTimeModel | None = Non
 
 
 def serving_residuals(simulate_point: SimulatePoint | None = None,
-                      points: pd.DataFrame | None = None) -> pd.DataFrame:
+                      points: pd.DataFrame | None = None,
+                      progress: Progress | None = None) -> pd.DataFrame:
     """Per point and metric: measured, forecast and APE (|forecast / measured - 1|).
     Points the callable refuses with an InputError are left out and listed in
-    `.attrs["skipped"]` as (point_id, message)."""
+    `.attrs["skipped"]` as (point_id, message). `progress(done, total)` is called after
+    each point (a replay can take minutes)."""
     points = load_serving_points() if points is None else points
     missing = [c for c in POINT_COLUMNS if c not in points]
     if missing:
         raise InputError("points", f"missing columns {missing}", POINT_COLUMNS)
     simulate = simulate_point or analytic_point
     rows, skipped = [], []
-    for _, p in points.iterrows():
+    for done, (_, p) in enumerate(points.iterrows(), start=1):
         try:
             forecast = simulate(p)
         except InputError as e:
             skipped.append((p["point_id"], str(e)))
-            continue
-        if len(forecast) != 2 or not all(np.isfinite(v) and v > 0 for v in forecast):
-            raise InputError("simulate_point", f"returned {forecast!r} for {p['point_id']}",
-                             "(ttft_s, tpot_s), both finite and > 0")
-        for metric, pred in zip(("ttft", "tpot"), forecast, strict=True):
-            measured = float(p[f"{metric}_s"])
-            rows.append({"point_id": p["point_id"], "split": p["backend"],
-                         "device": p["device"], "model": p["model"], "metric": metric,
-                         "measured_s": measured, "forecast_s": float(pred),
-                         "ape": abs(float(pred) / measured - 1.0)})
+        else:
+            rows += _point_rows(p, forecast)
+        if progress is not None:
+            progress(done, len(points))
     out = pd.DataFrame(rows, columns=["point_id", "split", "device", "model", "metric",
                                       "measured_s", "forecast_s", "ape"])
     out.attrs["skipped"] = skipped
     return out
+
+
+def _point_rows(p: pd.Series, forecast: tuple[float, float]) -> list[dict]:
+    """The point's two residual rows (ttft, tpot); a forecast that is not two finite
+    positive seconds is the callable's error."""
+    if len(forecast) != 2 or not all(np.isfinite(v) and v > 0 for v in forecast):
+        raise InputError("simulate_point", f"returned {forecast!r} for {p['point_id']}",
+                         "(ttft_s, tpot_s), both finite and > 0")
+    rows = []
+    for metric, pred in zip(("ttft", "tpot"), forecast, strict=True):
+        measured = float(p[f"{metric}_s"])
+        rows.append({"point_id": p["point_id"], "split": p["backend"],
+                     "device": p["device"], "model": p["model"], "metric": metric,
+                     "measured_s": measured, "forecast_s": float(pred),
+                     "ape": abs(float(pred) / measured - 1.0)})
+    return rows
 
 
 GROUPINGS = ("model", "technique")
@@ -159,21 +172,22 @@ def point_technique(points: pd.DataFrame) -> pd.Series:
 
 def validate_serving(simulate_point: SimulatePoint | None = None,
                      points: pd.DataFrame | None = None, *, method: str | None = None,
-                     overall: bool = True, by: str = "model") -> pd.DataFrame:
+                     overall: bool = True, by: str = "model",
+                     progress: Progress | None = None) -> pd.DataFrame:
     """Rows in the `validate_kernels` form — split (backend), device, group
     ('<model>/<ttft|tpot>', or '<technique>/<metric>' with by='technique'), method, mape
     (mean APE), median_ape, p90_ape (fractions), n — one per split x device x group x method;
     `overall` adds split='all', device='all', group='all/<metric>' rows (and per technique
     with by='technique'). Default callable:
     `analytic_point` with perfcast's kernel model (method 'sum_of_kernels'); pass `method` to
-    name another callable."""
+    name another callable. `progress(done, total)` is called after each point."""
     if by not in GROUPINGS:
         raise InputError("by", f"unknown grouping {by!r}", GROUPINGS)
     if method is None:
         method = "sum_of_kernels" if simulate_point is None else getattr(
             simulate_point, "__name__", "custom")
     points = load_serving_points() if points is None else points
-    res = serving_residuals(simulate_point, points)
+    res = serving_residuals(simulate_point, points, progress)
     label = res["model"]
     if by == "technique":
         label = res["point_id"].map(dict(zip(points["point_id"], point_technique(points),

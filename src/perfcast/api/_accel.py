@@ -4,7 +4,6 @@ cycles, utilisation, energy per MAC and the energy breakdown per level."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -20,9 +19,8 @@ from perfcast.accel import (
     model_totals,
 )
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import never_overwrite
 from perfcast.api._units import MAX_BATCH
-from perfcast.errors import writing
+from perfcast.errors import check_output_file, writing
 
 __all__ = ["AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest", "AccelWorkload",
            "ResolvedAccel", "level_shares"]
@@ -75,7 +73,7 @@ def resolve_accel(request: AccelRequest) -> ResolvedAccel:
     w = request.workload
     problems = model_problems(w.model, w.batch_size, w.layer)
     plot = request.outputs.plot
-    never_overwrite("plot", Path(plot) if plot else None)
+    check_output_file(plot or None, "plot")
     return ResolvedAccel(request, spec, problems)
 
 

@@ -14,8 +14,13 @@ import pandas as pd
 from pydantic import Field, ValidationError, model_validator
 
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import never_overwrite
-from perfcast.errors import InputError, from_validation_error, read_user_json, writing
+from perfcast.errors import (
+    InputError,
+    check_output_file,
+    from_validation_error,
+    read_user_json,
+    writing,
+)
 from perfcast.kernels import (
     Calibration,
     PhysicsModel,
@@ -99,7 +104,7 @@ class ResolvedCalibrate:
 
 def resolve_calibrate(request: CalibrateRequest) -> ResolvedCalibrate:
     i, o = request.inputs, request.outputs
-    never_overwrite("out", o.out, o.force)
+    check_output_file(o.out, "out", o.force)
     spec = load_device(i.device, i.device_spec)
     table = check_measurements(_read(i.measurements), "measurements")
     rows = table[table["device"] == spec.name]

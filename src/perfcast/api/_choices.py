@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from perfcast.api._base import Group
 from perfcast.comm import CollectiveModel, CustomAllReduce, default_collective_model
-from perfcast.errors import InputError, check_output_file
+from perfcast.errors import InputError
 from perfcast.kernels import (
     Calibration,
     PhysicsModel,
@@ -36,7 +36,7 @@ from perfcast.specs import (
 
 __all__ = ["ACTIVATION_QUANT", "KERNEL_MODELS", "Hardware", "KernelChoice", "ModelChoice",
            "PrecisionChoice", "ServingPrecision", "collective_model", "kernel_model",
-           "machines_for", "never_overwrite", "precision_spec", "serving_collective_model"]
+           "machines_for", "precision_spec", "serving_collective_model"]
 
 KERNEL_MODELS = ("calibrated", "roofline")
 ACTIVATION_QUANT = ("separate", "fused")
@@ -178,10 +178,3 @@ def precision_spec(dtype: str, kv_dtype: str | None, weight_dtype: str | None,
         "fp16", "bf16", "fp32", "fp8") else parse_dtype("bf16"))
     return Precision(weights=weights, activations=act, kv_cache=kv,
                      activation_quant=activation_quant)
-
-
-def never_overwrite(field: str, path, force: bool | None = None) -> None:
-    """An output path checked before any work (`perfcast.errors.check_output_file`): not a
-    folder, in an existing writable folder, and new: perfcast never overwrites a file unless
-    the command has `--force` and it was given."""
-    check_output_file(path, field, force)

@@ -16,8 +16,8 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import _shorthand, never_overwrite
-from perfcast.errors import InputError, writing
+from perfcast.api._choices import _shorthand
+from perfcast.errors import InputError, check_output_file, writing
 from perfcast.measure import (
     local_cpu_device,
     measure_torch_dispatch_s,
@@ -112,7 +112,7 @@ def _check_out(out: Path, force: bool) -> Path:
         raise InputError("out", f"unknown file type {out.suffix or '(none)'!r} for {out}",
                          SUFFIXES)
     for path in (out, device_path(out)):
-        never_overwrite("out", path, force)
+        check_output_file(path, "out", force)
     return out
 
 

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import Hardware, ServingPrecision, _shorthand, never_overwrite
+from perfcast.api._choices import Hardware, ServingPrecision, _shorthand
 from perfcast.api._units import (
     MAX_BATCH,
     MAX_GPUS,
@@ -29,7 +29,7 @@ from perfcast.api._units import (
     TTFT_PLAIN_MAX_S,
     parse_seconds,
 )
-from perfcast.errors import InputError, writing
+from perfcast.errors import InputError, check_output_file, writing
 from perfcast.serve import (
     ServeConfig,
     Workload,
@@ -302,8 +302,8 @@ class ServeOutputs(Group):
     trace_out: Path | None = Field(None, description="Perfetto/Chrome-trace JSON file.")
 
     def check(self) -> None:
-        never_overwrite("out", self.out)
-        never_overwrite("trace_out", self.trace_out)
+        check_output_file(self.out, "out")
+        check_output_file(self.trace_out, "trace_out")
         if self.out is not None and self.out.suffix not in OUT_FORMATS:
             raise InputError("out", f"unknown format {self.out.suffix!r}", list(OUT_FORMATS))
 

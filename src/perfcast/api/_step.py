@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import KernelChoice, ModelChoice, collective_model, never_overwrite
+from perfcast.api._choices import KernelChoice, ModelChoice, collective_model
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.comm import CollectiveModel
 from perfcast.compose import (
@@ -30,7 +30,7 @@ from perfcast.compose import (
     step_time,
     step_timeline,
 )
-from perfcast.errors import InputError, writing
+from perfcast.errors import InputError, check_output_file, writing
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import EAGER_MODES, eager_ops
 from perfcast.specs import (
@@ -147,7 +147,7 @@ def resolve_step(request: StepRequest) -> ResolvedStep:
     if w.batch % plan.dp:
         raise InputError("batch", f"{w.batch} sequences do not split over dp={plan.dp}",
                          f"a multiple of {plan.dp}")
-    never_overwrite("trace", request.outputs.trace)
+    check_output_file(request.outputs.trace, "trace")
     spec = request.model.spec()
     dtype = parse_dtype(request.precision.dtype, "dtype")
     machines = cluster_for(get_device(request.hardware.gpu), gpus)

@@ -20,9 +20,9 @@ from pydantic import Field
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, never_overwrite
+from perfcast.api._choices import Hardware, KernelChoice, ModelChoice
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
-from perfcast.errors import InputError, writing
+from perfcast.errors import InputError, check_output_file, writing
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import CNN_MODELS
 from perfcast.specs import (
@@ -398,7 +398,7 @@ def _check_trace_out(trace_out: Path | None, other_mode: bool) -> None:
     if other_mode:
         raise InputError("trace_out", "traces one LLM training iteration", "omit it with "
                          "--sweep, --rlhf or a CNN model")
-    never_overwrite("trace_out", trace_out)
+    check_output_file(trace_out, "trace_out")
 
 
 def _check_fits(fc: TrainForecast, machines: Cluster, allow_oom: bool) -> None:

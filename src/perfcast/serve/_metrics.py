@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfcast.errors import InputError
+from perfcast.errors import check_output_file
 
 __all__ = ["ServeResult", "StepLog"]
 
@@ -149,8 +149,6 @@ class ServeResult:
 
 
 def _write(path: str | Path, write) -> Path:
-    path = Path(path)
-    if path.exists():
-        raise InputError("path", f"{path} exists; refusing to overwrite it", "a new file")
+    path = check_output_file(path, "path")
     write(path)
     return path

@@ -36,7 +36,7 @@ def points(count: int) -> list[dict]:
 
 def timed_sweep(batch: list[dict], workers: int, root: Path) -> tuple[pd.DataFrame, float]:
     start = time.perf_counter()
-    frame = run_sweep(batch, run_point, root / f"w{workers}", workers=workers, progress=False)
+    frame = run_sweep(batch, run_point, root / f"w{workers}", workers=workers)
     return frame, time.perf_counter() - start
 
 

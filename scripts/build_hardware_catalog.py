@@ -21,7 +21,7 @@ AIC_SRC = "shared/data/aiconfigurator/systems/{file} (NVIDIA AIConfigurator, Apa
 
 # catalog name -> (gpus.csv row or None, aiconfigurator yaml or None, aliases)
 ENTRIES: dict[str, tuple[str | None, str | None, list[str]]] = {
-    "v100-sxm2-32gb": ("V100-SXM2-32GB", None, ["V100-SXM2", "V100"]),
+    "v100-sxm2-32gb": ("V100-SXM2-32GB", None, ["V100-SXM2", "Tesla V100-SXM2-32GB"]),
     "v100-pcie-32gb": ("V100-PCIe-32GB", None, ["V100-PCIE", "Tesla V100-PCIE-32GB"]),
     "p100-pcie-16gb": ("P100-PCIe-16GB", None, ["P100", "Tesla P100-PCIE-16GB"]),
     "p4": ("P4", None, ["Tesla P4"]),
@@ -30,13 +30,9 @@ ENTRIES: dict[str, tuple[str | None, str | None, list[str]]] = {
     "a40": ("A40", None, ["NVIDIA A40"]),
     "l4": ("L4", "l4.yaml", ["NVIDIA L4"]),
     "l40s": ("L40S", "l40s.yaml", ["NVIDIA L40S"]),
-    "a100-sxm4-40gb": ("A100-SXM4-40GB", None, ["A100-40GB", "NVIDIA A100-SXM4-40GB"]),
-    "a100-sxm4-80gb": (
-        "A100-SXM4-80GB",
-        "a100_sxm.yaml",
-        ["A100", "A100-80GB", "A100-SXM", "NVIDIA A100-SXM4-80GB"],
-    ),
-    "a100-pcie-40gb": ("A100-PCIe-40GB", None, ["A100-PCIE", "NVIDIA A100-PCIE-40GB"]),
+    "a100-sxm4-40gb": ("A100-SXM4-40GB", None, ["NVIDIA A100-SXM4-40GB"]),
+    "a100-sxm4-80gb": ("A100-SXM4-80GB", "a100_sxm.yaml", ["NVIDIA A100-SXM4-80GB"]),
+    "a100-pcie-40gb": ("A100-PCIe-40GB", None, ["NVIDIA A100-PCIE-40GB"]),
     "a100-pcie-80gb": (
         "A100-PCIe-80GB",
         "a100_pcie.yaml",
@@ -45,7 +41,7 @@ ENTRIES: dict[str, tuple[str | None, str | None, list[str]]] = {
     "h100-sxm": (
         "H100-SXM5-80GB",
         "h100_sxm.yaml",
-        ["H100", "H100-SXM5-80GB", "H100-80GB", "NVIDIA H100 80GB HBM3"],
+        ["H100-SXM5-80GB", "NVIDIA H100 80GB HBM3"],
     ),
     "h100-pcie": ("H100-PCIe-80GB", "h100_pcie.yaml", ["H100-PCIE-80GB", "NVIDIA H100 PCIe"]),
     "h200-sxm": ("H200-SXM-141GB", "h200_sxm.yaml", ["H200", "NVIDIA H200"]),
@@ -63,6 +59,22 @@ ENTRIES: dict[str, tuple[str | None, str | None, list[str]]] = {
     "mi250": ("MI250", None, ["AMD Instinct MI250"]),
     "mi250x": ("MI250X", None, ["AMD Instinct MI250X"]),
     "mi300x": ("MI300X", None, ["AMD Instinct MI300X"]),
+}
+
+# Short names that fit several entries: refused listing the candidates, never resolved to one
+# (specs/_catalog.py checks that each candidate exists and no entry also answers to the name).
+A100S = ["a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-40gb", "a100-pcie-80gb"]
+AMBIGUOUS: dict[str, list[str]] = {
+    "A100": A100S,
+    "A100-40GB": ["a100-sxm4-40gb", "a100-pcie-40gb"],
+    "A100-80GB": ["a100-sxm4-80gb", "a100-pcie-80gb"],
+    "A100-SXM": ["a100-sxm4-40gb", "a100-sxm4-80gb"],
+    "A100-SXM4": ["a100-sxm4-40gb", "a100-sxm4-80gb"],
+    "A100-PCIE": ["a100-pcie-40gb", "a100-pcie-80gb"],
+    "H100": ["h100-sxm", "h100-pcie"],
+    "H100-80GB": ["h100-sxm", "h100-pcie"],
+    "V100": ["v100-sxm2-32gb", "v100-pcie-32gb"],
+    "V100-32GB": ["v100-sxm2-32gb", "v100-pcie-32gb"],
 }
 
 # Values no shared sheet gives: (value, where it comes from). Marked in each device's sources.
@@ -224,6 +236,7 @@ def build(shared: Path) -> dict:
         devices.append({"aliases": aliases, "device": out})
     return {
         "provenance": "built by scripts/build_hardware_catalog.py from ../shared/data",
+        "ambiguous": AMBIGUOUS,
         "devices": devices,
     }
 

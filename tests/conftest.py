@@ -25,3 +25,29 @@ def a100():
 @pytest.fixture(scope="session")
 def a100_box(a100):
     return cluster_for(a100, 1)
+
+
+# Issue 16's "done when", checked on every CLI run the suite makes: no output cut to '…',
+# no Python traceback and no RuntimeWarning reaches the user.
+CUT_OR_CRASH = ("…", "Traceback (most recent call last)", "RuntimeWarning")
+
+
+def _check_cli_output(result) -> None:
+    text = result.output  # stdout and stderr, as the user saw them
+    found = [mark for mark in CUT_OR_CRASH if mark in text]
+    assert not found, f"CLI output contains {found}:\n{text[-2000:]}"
+
+
+@pytest.fixture(autouse=True)
+def _cli_output_contract(monkeypatch):
+    """Every `CliRunner.invoke` in the suite is checked by `_check_cli_output`."""
+    from typer.testing import CliRunner
+
+    invoke = CliRunner.invoke
+
+    def checked(self, *args, **kwargs):
+        result = invoke(self, *args, **kwargs)
+        _check_cli_output(result)
+        return result
+
+    monkeypatch.setattr(CliRunner, "invoke", checked)

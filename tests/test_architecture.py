@@ -12,11 +12,12 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "perfcast"
 # Layer rank per DESIGN.md: a module may import only its own or lower-ranked packages.
 # `api` is the application layer: the model layers below it, the faces (validate, suite,
 # sweep, cli, ui) above it, each building requests and calling `api.run`.
-RANK = {"errors": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "accel": 3, "compose": 4,
-        "measure": 4, "serve": 5, "train": 5, "report": 6, "api": 7, "validate": 8, "suite": 8,
-        "sweep": 9, "cli": 10, "ui": 11}
+RANK = {"errors": 0, "progress": 0, "specs": 1, "ops": 2, "kernels": 3, "comm": 3, "accel": 3,
+        "compose": 4, "measure": 4, "serve": 5, "train": 5, "report": 6, "api": 7, "validate": 8,
+        "suite": 8, "sweep": 9, "cli": 10, "ui": 11}
 
 PUBLIC = {
+    "perfcast.progress": {"ProgressFn", "claimed", "current", "offset", "reporting"},
     "perfcast.ui": {
         "APP_PATH", "MAX_SWEEP_POINTS", "TASKS", "Forecast", "breakdown_frame", "build_options",
         "cdf_frame", "cli_line", "flatten_scenario", "forecast", "headline", "latency_frame",
@@ -54,8 +55,8 @@ PUBLIC = {
         "measurement_ops",
         "peak_flops", "roofline_times", "shipped_calibration", "wave_quantization"},
     "perfcast.measure": {
-        "STORE_COLUMNS", "TIMING_METHODS", "TORCH_OPS", "check_measurements", "load_store",
-        "local_cpu_device", "measure_torch_dispatch_s", "query", "run_cpu_sweep",
+        "STORE_COLUMNS", "TIMING_METHODS", "TORCH_OPS", "SweepInterrupted", "check_measurements",
+        "load_store", "local_cpu_device", "measure_torch_dispatch_s", "query", "run_cpu_sweep",
         "run_gpu_sweep", "run_torch_cpu_sweep", "sample_per_group", "time_torch_call", "to_ops",
         "torch_sweep_shapes"},
     "perfcast.comm": {"COLLECTIVES", "CollectiveModel", "CustomAllReduce", "RingAlphaBeta",

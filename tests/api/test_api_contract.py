@@ -7,6 +7,7 @@
 """
 
 import ast
+import importlib
 import inspect
 import json
 import re
@@ -17,6 +18,8 @@ from typer.testing import CliRunner
 
 import perfcast.api as api
 from perfcast.cli import app
+from perfcast.cli._common import OUTPUT_SWITCHES
+from perfcast.cli._lazy import COMMANDS
 
 SRC = Path(api.__file__).resolve().parents[1]
 FORECAST_COMMANDS = ("accel", "capacity", "collective", "cpu", "diffusion", "infer", "rag",
@@ -36,9 +39,11 @@ EXAMPLES = {
 
 
 def _cli_function(name: str):
-    for info in app.registered_commands:
-        if (info.name or info.callback.__name__) == name:
-            return inspect.unwrap(info.callback)
+    """The function behind `perfcast <name>`, from the CLI's one command table."""
+    for entry in COMMANDS:
+        if entry.name == name:
+            module = importlib.import_module(f"perfcast.cli.{entry.module}")
+            return inspect.unwrap(getattr(module, entry.attr))
     raise LookupError(name)
 
 
@@ -62,7 +67,7 @@ def test_cli_flags_are_the_request_options_with_the_same_defaults(command):
     request = api.command_for(command).request
     fn = _cli_function(command)
     params = {name: p for name, p in inspect.signature(fn).parameters.items()
-              if name != "json_out"}
+              if name not in OUTPUT_SWITCHES}
     assert set(params) == set(request.option_paths())
     defaults = request.option_defaults()
     for name, param in params.items():

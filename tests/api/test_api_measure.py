@@ -46,9 +46,9 @@ def test_defaults_are_the_cli_defaults():
     assert MeasureRequest.from_options(out="m.csv").options() == {
         "device": "cpu", "backend": None, "quick": False, "repeats": 5, "seed": 0,
         "out": Path("m.csv"), "force": False}
-    assert CalibrateRequest.from_options(measurements="m.csv", device="h100",
+    assert CalibrateRequest.from_options(measurements="m.csv", device="h100-sxm",
                                          out="c.json").options() == {
-        "measurements": Path("m.csv"), "device": "h100", "device_spec": None,
+        "measurements": Path("m.csv"), "device": "h100-sxm", "device_spec": None,
         "out": Path("c.json"), "force": False}
 
 
@@ -145,7 +145,7 @@ def test_measure_never_overwrites_without_force(tmp_path):
 @pytest.mark.parametrize("command, options, field", [
     ("measure", {}, "out"),
     ("measure", {"out": "m.csv", "repeats": "x"}, "repeats"),
-    ("calibrate", {"device": "h100", "out": "c.json"}, "measurements"),
+    ("calibrate", {"device": "h100-sxm", "out": "c.json"}, "measurements"),
     ("calibrate", {"measurements": "m.csv", "out": "c.json"}, "device"),
 ])
 def test_missing_or_malformed_options_are_named(command, options, field):
@@ -158,7 +158,7 @@ def test_missing_or_malformed_options_are_named(command, options, field):
 def test_bad_calibrate_input_names_the_option(measured, tmp_path):
     existing = tmp_path / "exists.json"
     existing.write_text("{}")
-    base = {"measurements": measured.path, "device": "h100", "out": tmp_path / "c.json"}
+    base = {"measurements": measured.path, "device": "h100-sxm", "out": tmp_path / "c.json"}
     for change, field, text in [
         ({"out": existing}, "out", "pass --force"),
         ({"measurements": tmp_path / "none.csv"}, "measurements", "does not exist"),

@@ -86,3 +86,22 @@ def test_the_modes_that_read_them_still_take_them():
     api.resolve(api.request_from_options("serve", {"concurrency": 2, "num_requests": 4}))
     api.resolve(api.request_from_options("train", {**TRAIN, "zero": 0, "sweep": True,
                                                     "top": 3}))
+
+
+@pytest.mark.parametrize("resolution", ["1024", "512"])
+def test_diffusion_resolution_beside_both_sides_is_refused_even_at_its_default(resolution):
+    """--resolution 1024 is the default's value, yet given beside --height and --width it
+    would be unread: refused naming both, like any other value."""
+    res = runner.invoke(app, ["diffusion", "--gpu", "a100-sxm4-80gb", "--steps", "1",
+                              "--resolution", resolution, "--height", "768", "--width", "512"])
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert f"resolution: --resolution {resolution} with both --height 768 and --width 512" in text
+
+
+def test_diffusion_one_side_takes_the_other_from_resolution_or_the_default():
+    sized = {opts: api.resolve(api.request_from_options("diffusion", {
+        "gpu": "a100-sxm4-80gb", **dict(opts)})).size
+        for opts in ((("height", 768),), (("height", 768), ("resolution", 512)), ())}
+    assert sized == {(("height", 768),): (768, 1024),
+                     (("height", 768), ("resolution", 512)): (768, 512), (): (1024, 1024)}

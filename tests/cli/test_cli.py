@@ -24,7 +24,7 @@ def test_infer_json_has_the_documented_keys():
 
 
 def test_infer_output_is_bit_identical_across_runs():
-    args = ("infer", "--model", "mixtral-8x7b", "--gpu", "h100", "--tp", "2", "--json")
+    args = ("infer", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--tp", "2", "--json")
     assert run(*args).stdout == run(*args).stdout
 
 
@@ -53,23 +53,27 @@ def test_model_config_flag(tmp_path):
     src = resources.files("perfcast.specs") / "data/models/qwen3-32b/config.json"
     path = tmp_path / "config.json"
     path.write_text(src.read_text())
-    res = run("infer", "--model-config", str(path), "--gpu", "h100", "--json")
+    res = run("infer", "--model-config", str(path), "--gpu", "h100-sxm", "--json")
     assert res.exit_code == 0, res.output
 
 
 @pytest.mark.parametrize("args,field", [
-    (("--model", "lama-2-7b", "--gpu", "h100"), "model: unknown model 'lama-2-7b'; did you mean"),
+    (("--model", "lama-2-7b", "--gpu", "h100-sxm"),
+     "model: unknown model 'lama-2-7b'; did you mean"),
     (("--model", "llama-2-7b", "--gpu", "h100x"), "gpu: unknown gpu"),
-    (("--model", "llama-2-7b", "--gpu", "h100", "--tp", "3"), "tp: 3 does not divide"),
-    (("--model", "llama-2-70b", "--gpu", "a100"), "memory: needs"),
-    (("--model", "llama-2-7b", "--gpu", "h100", "--prompt-tokens", "-5"), "prompt_tokens"),
-    (("--model", "llama-2-7b", "--gpu", "v100"), "dtype: v100-sxm2-32gb has no bf16 peak"),
-    (("--model", "llama-2-7b", "--gpu", "a100", "--dtype", "fp8"), "a100-sxm4-80gb has no fp8"),
-    (("--model", "llama-2-7b", "--gpu", "h100", "--kv-dtype", "fp9"), "kv_dtype: unknown dtype"),
-    (("--model", "llama-2-7b", "--gpu", "h100", "--host", "trt"), "host_overhead"),
+    (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--tp", "3"), "tp: 3 does not divide"),
+    (("--model", "llama-2-70b", "--gpu", "a100-sxm4-80gb"), "memory: needs"),
+    (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--prompt-tokens", "-5"), "prompt_tokens"),
+    (("--model", "llama-2-7b", "--gpu", "v100-sxm2-32gb"),
+     "dtype: v100-sxm2-32gb has no bf16 peak"),
+    (("--model", "llama-2-7b", "--gpu", "a100-sxm4-80gb", "--dtype", "fp8"),
+     "a100-sxm4-80gb has no fp8"),
+    (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--kv-dtype", "fp9"),
+     "kv_dtype: unknown dtype"),
+    (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--host", "trt"), "host_overhead"),
     (("--model", "llama-2-7b"), "give exactly one of --gpu or --cluster"),
-    (("--gpu", "h100"), "give exactly one of --model or --model-config"),
-    (("--model", "llama-2-7b", "--gpu", "h100", "--dtype", "fp8", "--weight-dtype", "int4"),
+    (("--gpu", "h100-sxm"), "give exactly one of --model or --model-config"),
+    (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--dtype", "fp8", "--weight-dtype", "int4"),
      "fp8 activations need fp8 weights"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, field):
@@ -82,7 +86,7 @@ def test_bad_input_is_one_line_and_exit_2(args, field):
 def test_hardware_list_and_show():
     res = run("hardware", "list")
     assert res.exit_code == 0 and "h100-sxm" in res.stdout and "dgx-h100" in res.stdout
-    shown = json.loads(run("hardware", "show", "H100", "--json").stdout)
+    shown = json.loads(run("hardware", "show", "H100-SXM5-80GB", "--json").stdout)
     assert shown["name"] == "h100-sxm" and "gpus.csv" in shown["sources"]["hbm_bandwidth_bps"]
     assert run("hardware", "show", "dgx-a100").exit_code == 0
     assert run("hardware", "show", "h1000").exit_code == 2
@@ -115,8 +119,8 @@ def test_validate_rejects_unknown_split():
 def test_infer_reports_kernel_tier():
     out = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "mi300x", "--json").stdout)
     assert out["inputs"]["kernel_model"]["tier"] == "cross_generation"
-    out = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "h100", "--json").stdout)
+    out = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "h100-sxm", "--json").stdout)
     assert out["inputs"]["kernel_model"]["tier"] == "target_measured"
-    roof = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "h100", "--kernel-model",
+    roof = json.loads(run("infer", "--model", "llama-2-7b", "--gpu", "h100-sxm", "--kernel-model",
                           "roofline", "--json").stdout)
     assert roof["tpot_s"] < out["tpot_s"]  # fitted kernels never beat the roofline

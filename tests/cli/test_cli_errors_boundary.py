@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from perfcast.cli import _common, _infer, app
 
 runner = CliRunner()
-ARGS = ["infer", "--model", "gpt2", "--gpu", "h100"]
+ARGS = ["infer", "--model", "gpt2", "--gpu", "h100-sxm"]
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_debug_lets_the_traceback_through(broken):
     _common.set_debug(True)  # the library switch, for callers of the command functions
     try:
         with pytest.raises(ZeroDivisionError):
-            _infer.infer(model="gpt2", gpu="h100")
+            _infer.infer(model="gpt2", gpu="h100-sxm")
     finally:
         _common.set_debug(False)
 

@@ -12,7 +12,7 @@ from perfcast.specs import load_model_config
 
 runner = CliRunner()
 
-INFER = ["infer", "--gpu", "h100"]
+INFER = ["infer", "--gpu", "h100-sxm"]
 
 
 def _refused(args, option: str, *words: str) -> str:
@@ -60,7 +60,7 @@ def test_a_duplicate_json_key_is_refused_with_its_line(tmp_path):
 
 def test_a_duplicate_yaml_key_in_a_scenario_is_refused_with_its_line(tmp_path):
     f = tmp_path / "mine.yaml"
-    f.write_text("id: mine\ntitle: t\ncommand: infer\nmodel: gpt2\nhardware: {gpu: h100}\n"
+    f.write_text("id: mine\ntitle: t\ncommand: infer\nmodel: gpt2\nhardware: {gpu: h100-sxm}\n"
                  "workload:\n  prompt_tokens: 512\n  prompt_tokens: 2048\n"
                  "targets: [{name: TTFT, path: ttft_s}]\n")
     _refused(["run", str(f)], "file", "'prompt_tokens' is given twice", "(line 8)")
@@ -111,7 +111,7 @@ def test_malformed_config_sections_name_the_key_not_a_python_error(tmp_path, cha
 
 def test_calibrate_with_a_corrupt_table_or_an_incomplete_device_spec(tmp_path):
     (tmp_path / "m.parquet").write_bytes(b"not parquet")
-    _refused(["calibrate", "--measurements", str(tmp_path / "m.parquet"), "--device", "h100",
+    _refused(["calibrate", "--measurements", str(tmp_path / "m.parquet"), "--device", "h100-sxm",
               "--out", str(tmp_path / "c.json")], "measurements", "cannot read")
     (tmp_path / "m.csv").write_text("device\nx\n")
     (tmp_path / "dev.json").write_text('{"name": "x"}')

@@ -13,7 +13,7 @@ from perfcast.cli import app
 
 runner = CliRunner()
 
-TRAIN = ["train", "--model", "gpt2", "--gpu", "h100", "--num-gpus", "1"]
+TRAIN = ["train", "--model", "gpt2", "--gpu", "h100-sxm", "--num-gpus", "1"]
 
 
 def _refused(args, option: str, *words: str):
@@ -58,9 +58,9 @@ def test_measure_step_serve_plot_and_calibrate_outputs(tmp_path, afile):
              "does not exist")
     _refused(["serve", "--qps", "1", "--num-requests", "2", "--out", str(afile / "r.csv")],
              "out", "not a folder")
-    _refused(["plot", "breakdown", "--model", "gpt2", "--gpu", "h100", "--out",
+    _refused(["plot", "breakdown", "--model", "gpt2", "--gpu", "h100-sxm", "--out",
               str(afile / "x.png")], "out", "not a folder")
-    _refused(["calibrate", "--measurements", str(afile), "--device", "h100", "--out",
+    _refused(["calibrate", "--measurements", str(afile), "--device", "h100-sxm", "--out",
               str(tmp_path / "no/c.json")], "out", "does not exist")
 
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import perfcast
-import perfcast.cli._common as common
+import perfcast.cli._debug as debug
 from perfcast.cli import app
 
 runner = CliRunner()
@@ -26,8 +26,8 @@ def _commands() -> list[list[str]]:
     return list(walk(typer.main.get_command(app), []))
 
 
-def _help(*path: str, columns: int = 100) -> str:
-    res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": str(columns)})
+def _help(*path: str, columns: int = 100, flag: str = "--help") -> str:
+    res = runner.invoke(app, [*path, flag], env={"COLUMNS": str(columns)})
     assert res.exit_code == 0, res.output
     return res.stdout
 
@@ -40,7 +40,7 @@ def test_version_prints_the_version_and_exits_0():
 
 def test_debug_goes_before_any_command_and_turns_debug_on(monkeypatch):
     calls = []
-    monkeypatch.setattr(common, "set_debug", calls.append, raising=False)
+    monkeypatch.setattr(debug, "set_debug", calls.append)
     res = runner.invoke(app, ["--debug", "hardware", "list", "--json"])
     assert res.exit_code == 0, res.output
     assert calls == [True]
@@ -55,21 +55,29 @@ def test_help_shows_flags_as_flags(path):
     assert "--help" in text
 
 
+SERVE_ADVANCED = ("Speculative decoding", "Disaggregation", "Co-location", "MoE and precision",
+                  "Engine internals")
+
+
 def test_serve_help_is_grouped_in_panels_and_bounded():
     text = _help("serve")
-    for panel in ("Workload", "Engine", "Speculative decoding", "Disaggregation",
-                  "Co-location", "SLOs", "Output"):
+    for panel in ("Workload", "Requests", "Engine", "SLOs", "Output"):
         assert f"─ {panel}" in text, panel
-    assert len(text.splitlines()) <= 110  # was 139 at 100 columns, 222 at 80
-    assert len(_help("serve", columns=80).splitlines()) <= 140
-    for command, bound in (("train", 70), ("infer", 45), ("step", 45)):
+    for panel in SERVE_ADVANCED:  # named on the last line, listed by --help-all
+        assert f"─ {panel}" not in text and panel in " ".join(text.split()), panel
+        assert f"─ {panel}" in _help("serve", flag="--help-all"), panel
+    assert len(text.splitlines()) <= 60  # was 139 at 100 columns, 222 at 80
+    assert len(_help("serve", columns=80).splitlines()) <= 60
+    for command, bound in (("train", 45), ("infer", 45), ("step", 45)):
         assert len(_help(command).splitlines()) <= bound, command
 
 
 def test_train_help_panels():
-    text = _help("train")
-    for panel in ("Plan", "Batch", "Modes", "Kernels", "Output"):
+    text, full = _help("train"), _help("train", flag="--help-all")
+    for panel in ("Plan", "Batch", "Output"):
         assert f"─ {panel}" in text, panel
+    for panel in ("Plan details", "RLHF", "Kernels", "Trace output"):
+        assert f"─ {panel}" not in text and f"─ {panel}" in full, panel
 
 
 def test_command_help_flows_instead_of_breaking_at_source_lines():

@@ -4,24 +4,45 @@ never with --json), and Ctrl-C says what was saved and exits 130."""
 
 from __future__ import annotations
 
+import io
 import json
 
+import pandas as pd
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
+import perfcast.api._measure as measure_api
 import perfcast.cli._progress as cli_progress
 import perfcast.cli._sweep as cli_sweep
+import perfcast.measure._harness as harness
+import perfcast.validate._collectives as collectives_module
+import perfcast.validate._kernels as kernels_module
+import perfcast.validate._models as models_module
 import perfcast.validate._reports as reports
-from perfcast.api import CapacityRequest, ServeRequest, run
-from perfcast.api._capacity import run_capacity
+from perfcast import progress
+from perfcast.api import CapacityRequest, MeasureRequest, ServeRequest, TrainRequest, run
 from perfcast.cli import app
-from perfcast.serve._engine import reporting_progress
+from perfcast.measure import (
+    STORE_COLUMNS,
+    local_cpu_device,
+    run_cpu_sweep,
+    run_torch_cpu_sweep,
+)
 from perfcast.sweep import run_sweep
+from perfcast.validate import (
+    collectives_report,
+    kernels_report,
+    load_model_labels,
+    load_training_points,
+    validate_models,
+    validate_training,
+)
 
 runner = CliRunner()
 CAPACITY = ["--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp", "4,8", "--num-requests",
             "20", "--workers", "1"]
-SWEEP = ["sweep", "--command", "collective", "--set", "gpu=h100", "--set", "bytes=1MB",
+SWEEP = ["sweep", "--command", "collective", "--set", "gpu=h100-sxm", "--set", "bytes=1MB",
          "--grid", "num_gpus=2,4,8", "--grid", "op=all_reduce,all_gather", "--workers", "1"]
 
 
@@ -53,7 +74,7 @@ def test_capacity_progress_per_candidate_and_same_result():
     request = CapacityRequest.from_options({"model": "llama-3-8b", "gpu": "h100-sxm",
                                             "tp": "4,8", "num_requests": 20, "workers": 1})
     calls: list[tuple[int, int]] = []
-    result = run_capacity(request, lambda d, n: calls.append((d, n)))
+    result = run(request, progress=lambda d, n: calls.append((d, n)))
     assert calls == [(1, 2), (2, 2)]
     assert result.payload() == run(request).payload()
 
@@ -73,10 +94,10 @@ def test_sweep_progress_callback(tmp_path):
 
 def test_bar_off_with_json_or_without_a_terminal(monkeypatch):
     monkeypatch.setattr(cli_progress, "is_terminal", lambda stderr=False: True)
-    assert cli_progress.wants_bar(json_out=False)
-    assert not cli_progress.wants_bar(json_out=True)
+    assert cli_progress.wants_bar(quiet=False)
+    assert not cli_progress.wants_bar(quiet=True)
     monkeypatch.setattr(cli_progress, "is_terminal", lambda stderr=False: False)
-    assert not cli_progress.wants_bar(json_out=False)
+    assert not cli_progress.wants_bar(quiet=False)
     with cli_progress.progress_bar("x") as bar:
         assert bar is None  # the library is given no callback: nothing to report
 
@@ -92,8 +113,7 @@ def test_serve_reports_every_thousand_requests():
     calls: list[tuple[int, int]] = []
     request = ServeRequest.from_options({"model": "llama-2-7b", "gpu": "h100-sxm",
                                          "num_requests": 2500, "qps": 50})
-    with reporting_progress(lambda d, n: calls.append((d, n))):
-        result = run(request)
+    result = run(request, progress=lambda d, n: calls.append((d, n)))
     assert calls[-1] == (2500, 2500) and len(calls) >= 3
     assert [d for d, _ in calls] == sorted({d for d, _ in calls})
     assert result.payload() == run(request).payload()
@@ -222,3 +242,198 @@ def test_validate_all_ctrl_c_names_the_finished_checks(tmp_path, monkeypatch):
     assert lines[-2] == (f"interrupted: nothing written to {out / 'serving-agg'}/ (a check "
                          "writes its reports when it finishes); rerun the same command")
     assert lines[-1] == f"kept: the finished checks' reports in {out}/: kernels, models"
+
+
+# --- measure, validate kernels/models/training/collectives, train --sweep, validate all -----
+
+SHAPES = {"gemm": [(16, 16, 16), (32, 16, 8)], "norm": [(4, 64), (2, 32)]}  # 4 rows, instant
+
+
+def _recorder() -> tuple[list[tuple[int, int]], progress.ProgressFn]:
+    calls: list[tuple[int, int]] = []
+    return calls, lambda done, total: calls.append((done, total))
+
+
+@pytest.fixture
+def small_measure(monkeypatch):
+    """`perfcast measure` narrowed to SHAPES, its device spec not measured (well under 1 s)."""
+    monkeypatch.setattr(measure_api, "run_cpu_sweep", lambda **kw: run_cpu_sweep(
+        shapes=SHAPES, families=list(SHAPES), repeats=1, progress=kw["progress"]))
+    monkeypatch.setattr(measure_api, "local_cpu_device",
+                        lambda threads=1: local_cpu_device(threads, measure_bandwidth=False))
+
+
+def test_cpu_and_torch_sweeps_report_every_row():
+    calls, record = _recorder()
+    df = run_cpu_sweep(shapes=SHAPES, families=list(SHAPES), repeats=1, progress=record)
+    assert calls == [(i, 4) for i in range(1, 5)] and len(df) == 4
+    pytest.importorskip("torch")
+    calls.clear()
+    run_torch_cpu_sweep(ops={"add": [(4, 64)], "relu": [(4, 64), (2, 32)]}, repeats=1,
+                        progress=record)
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_measure_progress_counts_rows_and_same_result(small_measure, tmp_path):
+    calls, record = _recorder()
+    request = MeasureRequest.from_options({"out": str(tmp_path / "m.csv")})
+    result = run(request, progress=record)
+    assert calls == [(i, 4) for i in range(1, 5)]
+    assert len(result.measurements) == 4 and result.device_path.exists()
+
+
+def test_measure_ctrl_c_keeps_the_rows_timed(small_measure, tmp_path, monkeypatch):
+    out = tmp_path / "m.csv"
+    stale = tmp_path / "m.csv.device.json"
+    stale.write_text("{}")  # an earlier run's spec: it would describe other rows
+    monkeypatch.setattr(harness, "_time_cpu", _raise_after(2, harness._time_cpu))
+    res = runner.invoke(app, ["measure", "--out", str(out), "--force"])
+    assert res.exit_code == 130
+    assert res.stderr.strip() == (f"interrupted: 2 of 4 rows timed so far written to {out} "
+                                  "(no device spec); a rerun starts over: the same command "
+                                  "with --force")
+    df = pd.read_csv(out)
+    assert len(df) == 2 and list(df.columns) == list(STORE_COLUMNS)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.csv"]  # no spec, no temporary file
+
+
+@pytest.mark.parametrize("where", ["first shape", "before the sweep"])
+def test_measure_ctrl_c_before_any_row_writes_nothing(small_measure, tmp_path, monkeypatch,
+                                                      where):
+    if where == "first shape":
+        monkeypatch.setattr(harness, "_time_cpu", _raise_after(0, harness._time_cpu))
+    else:  # e.g. while torch loads: a plain KeyboardInterrupt, no rows to carry
+        monkeypatch.setattr(measure_api, "run_cpu_sweep", _raise_after(0, run_cpu_sweep))
+    res = runner.invoke(app, ["measure", "--out", str(tmp_path / "m.csv")])
+    assert res.exit_code == 130
+    assert res.stderr.strip() == ("interrupted: no shape had been timed; nothing written. "
+                                  "Rerun the same command")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_validate_kernels_progress_per_held_out_device():
+    calls, record = _recorder()
+    report = kernels_report(["neusight"], train_rows=10, test_rows=10, progress=record)
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    assert report.rows["device"].nunique() == 3
+
+
+def test_validate_models_progress_per_configuration_then_per_op_label():
+    labels = load_model_labels()
+    labels = pd.concat([labels[labels["variant"] == ""].head(3),
+                        labels[labels["variant"] != ""].head(2)])
+    calls, record = _recorder()
+    rows, _ = validate_models(labels, progress=record)
+    assert calls == [(i, 8) for i in range(1, 9)]  # 5 forecasts, then 3 single-GPU traces
+    assert set(rows["split"]) == {"models", "per_op"}
+
+
+def test_validate_training_progress_per_point_forecast():
+    calls, record = _recorder()
+    validate_training(points=load_training_points().head(4),
+                      methods=("roofline", "sum_of_kernels"), splits=("all",), progress=record)
+    assert calls == [(i, 8) for i in range(1, 9)]  # roofline, then the kernel split
+
+
+def test_validate_collectives_progress_per_split_and_table():
+    calls, record = _recorder()
+    report = collectives_report(["fit:p2p", "held-out:source"], table7=True, progress=record)
+    assert calls == [(1, 3), (2, 3), (3, 3)] and "table7" in report.extras
+
+
+def test_nested_work_does_not_move_the_outer_bar():
+    """A capacity search's serve probes (in this process) report nothing: the bar counts
+    candidates only, and `perfcast.progress.reporting` is restored afterwards."""
+    request = CapacityRequest.from_options({"model": "llama-3-8b", "gpu": "h100-sxm",
+                                            "tp": "8", "num_requests": 1200, "workers": 1})
+    calls, record = _recorder()
+    with progress.reporting(record):
+        run(request, progress=record)
+        assert progress.current() is record
+    assert calls == [(1, 1)]
+    assert progress.current() is None
+
+
+def test_train_sweep_reports_plans_and_same_result():
+    request = TrainRequest.from_options({"model": "llama-3-8b", "gpu": "h100-sxm",
+                                         "num_gpus": 16, "sweep": True})
+    calls, record = _recorder()
+    result = run(request, progress=record)
+    _check_steps(calls)
+    assert calls[-1] == (len(result.plans), len(result.plans))
+    assert result.payload() == run(request).payload()
+
+
+@pytest.mark.parametrize("args, module, name", [
+    (["kernels", "--split", "neusight", "--train-rows", "10", "--test-rows", "10"],
+     kernels_module, "fit_calibration"),
+    (["models"], models_module, "forecast_model_label"),
+    (["collectives", "--split", "fit:p2p"], collectives_module, "_source_splits"),
+])
+def test_validate_ctrl_c_with_out_says_nothing_was_written(tmp_path, monkeypatch, args, module,
+                                                           name):
+    monkeypatch.setattr(module, name, _raise_after(0, getattr(module, name)))
+    out = tmp_path / "report"
+    res = runner.invoke(app, ["validate", *args, "--out", str(out)])
+    assert res.exit_code == 130
+    assert res.stderr.strip() == (f"interrupted: nothing written to {out}/ (a check writes "
+                                  "its reports when it finishes); rerun the same command")
+    assert not out.exists()
+
+
+def test_validate_all_ctrl_c_in_training_names_the_finished_checks(tmp_path, monkeypatch):
+    import perfcast.cli._validate as cli_validate
+
+    real = cli_validate._all_checks
+
+    def checks(quick, sub):  # stand-ins before training: their folder, at once
+        return [(name, title, run_check if name in ("training", "collectives")
+                 else (lambda n=name: sub(n).mkdir(parents=True)))
+                for name, title, run_check in real(quick, sub)]
+
+    monkeypatch.setattr(cli_validate, "_all_checks", checks)
+    monkeypatch.setattr(reports, "validate_training", _raise_after(0, validate_training))
+    out = tmp_path / "all"
+    res = runner.invoke(app, ["validate", "all", "--out", str(out)])
+    assert res.exit_code == 130
+    lines = res.stderr.strip().splitlines()
+    assert lines[-2] == "interrupted: training writes no reports; rerun the same command"
+    assert lines[-1] == (f"kept: the finished checks' reports in {out}/: kernels, models, "
+                         "serving-agg, serving-disagg")
+    assert not (out / "collectives").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["validate", "kernels", "--split", "neusight", "--train-rows", "10", "--test-rows", "10"],
+    ["validate", "collectives", "--split", "fit:p2p"],
+    ["train", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--num-gpus", "16", "--sweep"],
+])
+def test_nothing_is_drawn_off_a_terminal(args):
+    """CliRunner's stderr is no terminal: no bar, and no progress lines either (validate
+    kernels printed one per held-out device before it had a bar)."""
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ""
+
+
+def test_measure_draws_nothing_off_a_terminal(small_measure, tmp_path):
+    res = runner.invoke(app, ["measure", "--out", str(tmp_path / "m.csv")])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ""
+
+
+def test_a_stage_begins_every_bar_label_within_it(monkeypatch):
+    """`validate all` runs its checks under `progress_stage("3/6 ")`: each check's bar says
+    where it stands in the whole."""
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli_progress, "is_terminal", lambda stderr=False: True)
+    monkeypatch.setattr(cli_progress, "new_console", lambda stderr=False: Console(
+        file=buffer, force_terminal=True, width=100))
+    with cli_progress.progress_stage("3/6 "), cli_progress.progress_bar("training: points") as bar:
+        bar(1, 2)
+    assert "3/6 training: points" in buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    with cli_progress.progress_bar("training: points") as bar:
+        bar(1, 2)
+    assert "training: points" in buffer.getvalue() and "3/6" not in buffer.getvalue()

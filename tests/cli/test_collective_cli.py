@@ -34,12 +34,12 @@ def test_json_keys_and_nccl_bandwidth_conventions(op, factor):
 
 
 def test_gpu_nodes_and_algorithm_options():
-    one = _json("--op", "allreduce", "--num-gpus", "8", "--bytes", "1e6", "--gpu", "H100")
+    one = _json("--op", "allreduce", "--num-gpus", "8", "--bytes", "1e6", "--gpu", "h100-sxm")
     two = _json("--op", "allreduce", "--num-gpus", "8", "--nodes", "2", "--bytes", "1e6",
-                "--gpu", "H100")
+                "--gpu", "h100-sxm")
     assert one["algorithm"] == "ring" and two["nodes"] == 2 and two["time_s"] > one["time_s"]
     ring = _json("--op", "allreduce", "--num-gpus", "8", "--nodes", "2", "--bytes", "1e6",
-                 "--gpu", "H100", "--algorithm", "ring")
+                 "--gpu", "h100-sxm", "--algorithm", "ring")
     assert ring["algorithm"] == "ring" and ring["time_s"] >= two["time_s"]
     p2p = _json("--op", "sendrecv", "--num-gpus", "2", "--nodes", "2", "--bytes", "1GB",
                 "--cluster", "dgx-a100")
@@ -51,18 +51,18 @@ def test_gpu_nodes_and_algorithm_options():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--op", "allredcue", "--gpu", "h100"], "did you mean allreduce"),
+    (["--op", "allredcue", "--gpu", "h100-sxm"], "did you mean allreduce"),
     (["--op", "allreduce", "--cluster", "dgx-h10"], "did you mean dgx-h100"),
     (["--op", "allreduce", "--gpu", "h1OO"], "unknown gpu"),
     (["--op", "allreduce"], "exactly one of --gpu and --cluster"),
-    (["--op", "allreduce", "--gpu", "h100", "--cluster", "dgx-h100"], "exactly one"),
-    (["--op", "allreduce", "--gpu", "h100", "--nodes", "3"], "do not split evenly"),
-    (["--op", "allreduce", "--gpu", "h100", "--nodes", "1", "--num-gpus", "16"],
+    (["--op", "allreduce", "--gpu", "h100-sxm", "--cluster", "dgx-h100"], "exactly one"),
+    (["--op", "allreduce", "--gpu", "h100-sxm", "--nodes", "3"], "do not split evenly"),
+    (["--op", "allreduce", "--gpu", "h100-sxm", "--nodes", "1", "--num-gpus", "16"],
      "a dgx-h100 node holds 8"),
-    (["--op", "sendrecv", "--gpu", "h100"], "send/recv is between 2 GPUs"),
-    (["--op", "allgather", "--gpu", "h100", "--algorithm", "tree"], "tree does not price"),
-    (["--op", "allreduce", "--gpu", "h100", "--algorithm", "nvls"], "no measured term"),
-    (["--op", "allreduce", "--gpu", "h100", "--bytes", "12 parsecs"], "cannot read"),
+    (["--op", "sendrecv", "--gpu", "h100-sxm"], "send/recv is between 2 GPUs"),
+    (["--op", "allgather", "--gpu", "h100-sxm", "--algorithm", "tree"], "tree does not price"),
+    (["--op", "allreduce", "--gpu", "h100-sxm", "--algorithm", "nvls"], "no measured term"),
+    (["--op", "allreduce", "--gpu", "h100-sxm", "--bytes", "12 parsecs"], "cannot read"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     base = {"--num-gpus": "8", "--bytes": "1MB"}

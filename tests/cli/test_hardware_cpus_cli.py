@@ -51,3 +51,17 @@ def test_cpu_without_bf16_keeps_the_clear_error():
     res = runner.invoke(app, ["infer", "--model", "gpt2", "--gpu", "rpi5"])
     assert res.exit_code == 2
     assert "cortex-a76-rpi5 has no bf16 peak (allowed: fp32, fp16)" in res.stderr
+
+
+@pytest.mark.parametrize("alias, name", [("DGX H100", "dgx-h100"), ("hgx-h200", "dgx-h200"),
+                                         ("GB200 NVL72", "gb200-nvl72")])
+def test_hardware_show_takes_cluster_aliases(alias, name):
+    res = CliRunner().invoke(app, ["hardware", "show", alias, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["name"] == name
+
+
+def test_hardware_show_lists_the_presets_of_an_ambiguous_cluster_alias():
+    res = CliRunner().invoke(app, ["hardware", "show", "nvl72"])
+    assert res.exit_code == 2
+    assert "gb200-nvl72" in res.output and "gb300-nvl72" in res.output

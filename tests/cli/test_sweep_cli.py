@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 from perfcast.cli import app
 
 runner = CliRunner()
-GRID = ["--command", "collective", "--set", "gpu=h100", "--set", "bytes=1GB", "--grid",
+GRID = ["--command", "collective", "--set", "gpu=h100-sxm", "--set", "bytes=1GB", "--grid",
         "op=allreduce,allgather", "--grid", "num_gpus=2,8", "--workers", "1", "--no-progress"]
 
 
@@ -37,7 +37,7 @@ def test_sweep_table_names_the_results(tmp_path):
 def test_a_bad_point_is_an_error_row_not_a_failed_sweep(tmp_path):
     res = runner.invoke(app, ["sweep", "--command", "collective", "--set", "bytes=1MB",
                               "--set", "op=allreduce", "--set", "num_gpus=8", "--grid",
-                              "gpu=h100,h100x", "--out", str(tmp_path), "--workers", "1",
+                              "gpu=h100-sxm,h100x", "--out", str(tmp_path), "--workers", "1",
                               "--no-progress", "--json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)["rows"]
@@ -85,7 +85,7 @@ SCENARIO = """\
 id: my-allreduce
 title: All-reduce across one node
 command: collective
-hardware: {gpu: h100, num_gpus: 8}
+hardware: {gpu: h100-sxm, num_gpus: 8}
 workload: {op: allreduce, bytes: 1GB}
 targets: [{name: time, path: time_s}]
 """
@@ -101,7 +101,7 @@ def test_sweep_over_a_scenario_file(tmp_path):
     rows = json.loads(res.stdout)["rows"]
     assert [r["in.num_gpus"] for r in rows] == [2, 8]
     assert rows[0]["out.time_s"] < rows[1]["out.time_s"]  # 1 GB over 2 vs 8 GPUs' ring
-    direct = json.loads(runner.invoke(app, ["collective", "--gpu", "h100", "--num-gpus", "8",
+    direct = json.loads(runner.invoke(app, ["collective", "--gpu", "h100-sxm", "--num-gpus", "8",
                                             "--op", "allreduce", "--bytes", "1GB",
                                             "--json"]).stdout)
     assert rows[1]["out.time_s"] == direct["time_s"]
@@ -131,7 +131,8 @@ def test_capacity_picks_the_cheapest_and_prices_it(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--prices", "{p}"], "prices.h100-sxmm: unknown GPU 'h100-sxmm'; did you mean h100-sxm"),
+    (["--prices", "{p}"],
+     "prices.h100-sxmm: unknown gpu or cpu device 'h100-sxmm'; did you mean h100-sxm"),
     (["--set", "tp=2"], "set.tp"),
     (["--set", "qpss=2"], "did you mean qps"),
     (["--gpu", "h100-sxmm"], "h100-sxm"),

@@ -48,7 +48,8 @@ def test_every_gpu_number_has_a_source(name):
 
 
 @pytest.mark.parametrize("alias,name", [
-    ("H100", "h100-sxm"), ("A100-80GB", "a100-sxm4-80gb"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("H100-SXM5-80GB", "h100-sxm"), ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"),
     ("  a100_sxm4_80gb ", "a100-sxm4-80gb"), ("MI300X", "mi300x"),
 ])
 def test_gpu_aliases(alias, name):

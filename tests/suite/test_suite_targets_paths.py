@@ -15,7 +15,7 @@ id: mine
 title: GPT-2 on one H100
 command: infer
 model: gpt2
-hardware: {{gpu: h100}}
+hardware: {{gpu: h100-sxm}}
 targets:
   - {{name: TTFT, path: ttft_s}}
   - {{name: other, path: {path}}}

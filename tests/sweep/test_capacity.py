@@ -124,7 +124,7 @@ def test_shipped_prices_are_sourced_list_prices():
 
 def test_a_price_file_overrides_entries(tmp_path):
     path = tmp_path / "p.json"
-    path.write_text(json.dumps({"prices": {"H100": {"usd_per_gpu_hour": 2.5}}}))
+    path.write_text(json.dumps({"prices": {"H100-SXM5-80GB": {"usd_per_gpu_hour": 2.5}}}))
     prices = gpu_prices(path)
     assert prices["h100-sxm"]["usd_per_gpu_hour"] == 2.5  # alias resolved
     assert prices["a100-sxm4-80gb"] == gpu_prices()["a100-sxm4-80gb"]

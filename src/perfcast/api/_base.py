@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_orig
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from perfcast.errors import InputError, close_matches
+from perfcast.progress import ProgressFn, reporting
 
 __all__ = ["COMMANDS", "Command", "Group", "Request", "Result", "command_for", "dump_request",
            "load_request", "register", "request_from_options", "resolve", "run",
@@ -294,12 +295,15 @@ def resolve(request: Request) -> Any:
         raise _spec_error(request, exc) from None
 
 
-def run(request: Request) -> Result:
-    """Answer one question: resolve the request, then run it."""
+def run(request: Request, progress: ProgressFn | None = None) -> Result:
+    """Answer one question: resolve the request, then run it. Long work (a serve run's
+    requests, a measurement sweep, a capacity or training-plan search) reports
+    `progress(done, total)` as it goes (`perfcast.progress`); other questions never call it."""
     command = _command_of(request)
     resolved = resolve(request)
     try:
-        return command.execute(resolved)
+        with reporting(progress):
+            return command.execute(resolved)
     except ValidationError as exc:
         raise _spec_error(request, exc) from None
 

@@ -8,7 +8,7 @@ Pareto fronts) is `perfcast.api._capacity_search`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,16 +19,17 @@ from pydantic import Field, ValidationError, field_validator
 from perfcast import __version__
 from perfcast.api._assign import parse_assignment
 from perfcast.api._backends import choose_backend
-from perfcast.api._base import Group, Request, register, resolve, run
+from perfcast.api._base import Group, Request, register, run
 from perfcast.api._capacity_search import Slo, capacity_search
 from perfcast.api._prices import gpu_prices
 from perfcast.api._serve import ServeRequest
 from perfcast.api._units import MAX_REQUESTS, TPOT_PLAIN_MAX_S, TTFT_PLAIN_MAX_S, parse_seconds
 from perfcast.errors import InputError, from_validation_error
+from perfcast.progress import claimed
 from perfcast.specs import get_device
 
 __all__ = ["CapacityCandidates", "CapacityProbes", "CapacityRequest", "CapacityResult",
-           "CapacityTarget", "Parallelism", "ResolvedCapacity", "run_capacity",
+           "CapacityTarget", "Parallelism", "ResolvedCapacity",
            "serve_payload"]
 
 # Serve options capacity sets itself, per candidate and probe: not for `--set`.
@@ -188,13 +189,13 @@ class CapacityResult:
                 "num_requests": r.probes.num_requests, "seed": r.probes.seed, **self.search}
 
 
-def execute_capacity(r: ResolvedCapacity, progress: Callable[[int, int], None] | None = None
-                     ) -> CapacityResult:
-    """The search; `progress(done, total)` is called as each candidate finishes."""
+def execute_capacity(r: ResolvedCapacity) -> CapacityResult:
+    """The search; progress (`perfcast.progress`) counts candidates searched, of all."""
     t, p = r.request.target, r.request
-    search = capacity_search(serve_payload, r.base, r.candidates, t.qps, r.slo, r.prices,
-                             qps_step=p.probes.qps_step, backend=r.backend,
-                             workers=p.parallelism.workers, progress=progress)
+    with claimed() as progress:
+        search = capacity_search(serve_payload, r.base, r.candidates, t.qps, r.slo, r.prices,
+                                 qps_step=p.probes.qps_step, backend=r.backend,
+                                 workers=p.parallelism.workers, progress=progress)
     _check_some_ran(search["candidates"])
     return CapacityResult(r.request, search)
 
@@ -206,13 +207,6 @@ def _check_some_ran(rows: list[dict[str, Any]]) -> None:
         reasons = "; ".join(f"{row['gpu']} TP{row['tp']}: {row['reason']}" for row in rows)
         raise InputError("tp", f"no candidate could be simulated ({reasons})",
                          "GPUs and TP degrees that hold the model, and valid --set options")
-
-
-def run_capacity(request: CapacityRequest,
-                 progress: Callable[[int, int], None] | None = None) -> CapacityResult:
-    """`run(request)` with a progress callback (candidates searched, of all): what the CLI
-    calls to draw its bar; the request and the result are the same."""
-    return execute_capacity(resolve(request), progress)
 
 
 register(CapacityRequest, resolve_capacity, execute_capacity)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from perfcast.api._backends import imap_unordered
 from perfcast.errors import InputError
+from perfcast.progress import ProgressFn
 from perfcast.report import pareto_front
 
 __all__ = ["Slo", "bisect_max", "capacity_search", "price_candidates",
@@ -175,7 +176,7 @@ def capacity_search(point_fn: PointFn, base: Mapping[str, Any],
                     candidates: Sequence[tuple[str, int]], target_qps: float, slo: Slo,
                     prices: Mapping[str, Mapping[str, Any]], qps_step: float = 0.05,
                     backend: str = "local", workers: int | None = None,
-                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                    progress: ProgressFn | None = None) -> dict[str, Any]:
     """Search every candidate (in parallel), price them, pick the cheapest, and give the
     Pareto fronts of hourly cost vs P99 TTFT and vs P99 TPOT (indices into candidates).
     `progress(done, total)` is called as each candidate's search finishes."""

@@ -15,7 +15,7 @@ from perfcast.api._choices import Hardware
 from perfcast.api._units import MAX_GPUS
 from perfcast.comm import COLLECTIVES, NcclModel, algorithm_choice, bus_bandwidth_factor
 from perfcast.errors import InputError, close_matches
-from perfcast.specs import Cluster, cluster_for, cluster_names, get_cluster, get_device
+from perfcast.specs import Cluster, cluster_for, get_cluster, get_device
 
 __all__ = ["CollectiveHardware", "CollectiveRequest", "CollectiveResult", "ResolvedCollective",
            "parse_bytes"]
@@ -56,13 +56,6 @@ class CollectiveHardware(Hardware):
             raise InputError("gpu", "give exactly one of --gpu and --cluster",
                              "--gpu NAME or --cluster PRESET")
         preset = self.cluster
-        if preset is not None:
-            try:
-                get_cluster(preset)
-            except InputError:  # the catalog's own message points at `perfcast models`
-                hint = close_matches(preset, cluster_names()) or cluster_names()[:6]
-                raise InputError("cluster", f"unknown cluster {preset!r}; did you mean "
-                                 f"{', '.join(hint)}?", cluster_names()) from None
         base = (get_cluster(preset, gpus) if preset is not None
                 else cluster_for(get_device(self.gpu), gpus))
         return _spread(base, gpus, self.nodes)

@@ -24,6 +24,7 @@ from perfcast.specs import (
 )
 
 MAX_PIXELS = 65_536  # an image edge: 8x the largest latent-diffusion outputs
+DEFAULT_EDGE_PX = 1024  # the square edge when neither --resolution nor a side is given
 
 __all__ = ["DiffusionImage", "DiffusionRequest", "DiffusionResult", "DiffusionSampler",
            "ResolvedDiffusion"]
@@ -32,8 +33,8 @@ __all__ = ["DiffusionImage", "DiffusionRequest", "DiffusionResult", "DiffusionSa
 class DiffusionImage(Group):
     """The images one call generates."""
 
-    resolution: int = Field(1024, ge=1, le=MAX_PIXELS, description="Square image edge in "
-                            "pixels.")
+    resolution: int | None = Field(None, ge=1, le=MAX_PIXELS, description="Square image edge "
+                                   f"in pixels (default {DEFAULT_EDGE_PX}).")
     height: int | None = Field(None, ge=1, le=MAX_PIXELS, description="Image height (default: "
                                "--resolution).")
     width: int | None = Field(None, ge=1, le=MAX_PIXELS, description="Image width (default: "
@@ -41,12 +42,16 @@ class DiffusionImage(Group):
     batch: int = Field(1, ge=1, le=MAX_BATCH, description="Images generated together.")
 
     def size(self) -> tuple[int, int]:
-        """(height, width) in pixels; --resolution with both of them given would be unread."""
-        if self.height is not None and self.width is not None and self.resolution != 1024:
-            raise InputError("resolution", "--resolution with both --height and --width: give "
-                             "the square edge or the two sides", "one of them")
-        return (self.resolution if self.height is None else self.height,
-                self.resolution if self.width is None else self.width)
+        """(height, width) in pixels: each side given, else --resolution, else the default
+        edge. --resolution beside both sides would be unread, so it is refused whatever its
+        value (the default's value too: it is told apart from the default by being given)."""
+        if self.resolution is not None and self.height is not None and self.width is not None:
+            raise InputError("resolution", f"--resolution {self.resolution} with both --height "
+                             f"{self.height} and --width {self.width}: give the square edge or "
+                             "the two sides", "one of them")
+        edge = DEFAULT_EDGE_PX if self.resolution is None else self.resolution
+        return (edge if self.height is None else self.height,
+                edge if self.width is None else self.width)
 
 
 class DiffusionSampler(Group):

@@ -2,12 +2,20 @@
 schema), with the device spec beside it in `<out>.device.json`.
 
 Like `cpu`, this command measures: its rows depend on this machine and on how busy it is
-while the sweep runs, so two runs agree in shape (rows, columns, files) but not in timings."""
+while the sweep runs, so two runs agree in shape (rows, columns, files) but not in timings.
+
+Files are written whole or not at all (a temporary file renamed over the name). Ctrl-C
+during the sweep keeps the rows timed so far: they are written to the output, without a
+device spec, and `SweepInterrupted` says how many and where (`run`'s caller reports it;
+a rerun starts over, with --force)."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +27,15 @@ from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import _shorthand
 from perfcast.errors import InputError, check_output_file, writing
 from perfcast.measure import (
+    SweepInterrupted,
     local_cpu_device,
     measure_torch_dispatch_s,
     run_cpu_sweep,
     run_gpu_sweep,
     run_torch_cpu_sweep,
 )
+from perfcast.progress import ProgressFn
+from perfcast.progress import current as current_progress
 from perfcast.specs import Device, get_device
 
 __all__ = ["BACKENDS", "DEVICES", "SUFFIXES", "MeasureOutputs", "MeasureRequest",
@@ -79,15 +90,6 @@ class MeasureRequest(Request):
         """A missing `outputs` group is a missing `--out` (the error names the option)."""
         return {"outputs": {}, **data} if isinstance(data, dict) else data
 
-    def activity(self) -> str | None:
-        """What `run` is busy with, for a progress line: the CPU sweep (a cuda sweep, or a
-        request `resolve` refuses, has none)."""
-        try:
-            kind, lib = _target(self.target)
-        except InputError:
-            return None
-        return f"timing {lib} kernels on one CPU thread..." if kind == "cpu" else None
-
 
 def device_path(out: Path) -> Path:
     """Where the device spec of the measurements in `out` is written."""
@@ -132,13 +134,14 @@ def resolve_measure(request: MeasureRequest) -> ResolvedMeasure:
                                                           request.outputs.force))
 
 
-def _sweep(r: ResolvedMeasure) -> pd.DataFrame:
-    """The timed rows: numpy or torch kernels on one CPU thread, or torch kernels on cuda."""
+def _sweep(r: ResolvedMeasure, progress: ProgressFn | None) -> pd.DataFrame:
+    """The timed rows: numpy or torch kernels on one CPU thread, or torch kernels on cuda;
+    `progress(done, total)` after each row."""
     s = r.request.sweep
     if r.kind == "cuda":
-        return run_gpu_sweep(quick=s.quick, repeats=s.repeats, seed=s.seed)
+        return run_gpu_sweep(quick=s.quick, repeats=s.repeats, seed=s.seed, progress=progress)
     sweep = run_torch_cpu_sweep if r.backend == "torch" else run_cpu_sweep
-    return sweep(quick=s.quick, repeats=s.repeats, seed=s.seed)
+    return sweep(quick=s.quick, repeats=s.repeats, seed=s.seed, progress=progress)
 
 
 def _gpu_spec(name: str) -> Device | None:
@@ -168,14 +171,27 @@ def _device_spec(r: ResolvedMeasure, df: pd.DataFrame) -> Device | None:
     return _with_torch_dispatch(spec) if r.backend == "torch" else spec
 
 
+@contextmanager
+def _atomic(path: Path) -> Iterator[Path]:
+    """A temporary name beside `path` to write to, renamed over `path` once the block
+    ends (removed if it fails): a reader sees the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with writing(path, "out"):
+            yield tmp
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _write(df: pd.DataFrame, out: Path) -> None:
     if out.suffix.lower() == ".csv":
-        with writing(out, "out"):
-            df.to_csv(out, index=False)
+        with _atomic(out) as tmp:
+            df.to_csv(tmp, index=False)
         return
     try:
-        with writing(out, "out"):
-            df.to_parquet(out, index=False, engine="pyarrow")
+        with _atomic(out) as tmp:
+            df.to_parquet(tmp, index=False, engine="pyarrow")
     except ImportError:
         raise InputError("out", "writing Parquet needs pyarrow (pip install pyarrow)",
                          "a .csv path, or install pyarrow") from None
@@ -218,18 +234,37 @@ class MeasureResult:
                 "summary": self.summary.to_dict("records")}
 
 
+def _keep(stop: SweepInterrupted, out: Path) -> SweepInterrupted:
+    """Ctrl-C in the sweep: the rows timed so far written to `out` (none timed: nothing
+    written), and a device spec an earlier run left there removed (--force allowed both
+    files to be replaced; it would describe other rows). The same stop, with where."""
+    if stop.rows.empty:
+        return stop
+    _write(stop.rows, out)
+    device_path(out).unlink(missing_ok=True)
+    return SweepInterrupted(stop.rows, stop.planned, out)
+
+
 def execute_measure(r: ResolvedMeasure) -> MeasureResult:
-    """Run the sweep, then write the rows and the device spec."""
+    """Run the sweep, then write the rows and the device spec; progress
+    (`perfcast.progress`) counts rows timed, of all. Ctrl-C in the sweep keeps its rows
+    (`_keep`)."""
     started = time.perf_counter()
-    df = _sweep(r)
-    spec = _device_spec(r, df)
+    try:
+        df = _sweep(r, current_progress())
+    except SweepInterrupted as stop:
+        raise _keep(stop, r.out) from None
+    try:
+        spec = _device_spec(r, df)
+    except KeyboardInterrupt:  # every row timed; the CPU spec was being measured
+        raise _keep(SweepInterrupted(df, len(df)), r.out) from None
     seconds = time.perf_counter() - started
     _write(df, r.out)
     spec_path = None
     if spec is not None:
         spec_path = device_path(r.out)
-        with writing(spec_path, "out"):
-            spec_path.write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n")
+        with _atomic(spec_path) as tmp:
+            tmp.write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n")
     return MeasureResult(r.request, df, _summary(df), spec, r.out, spec_path, seconds)
 
 

@@ -12,8 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from perfcast.errors import InputError, close_matches, read_user_json
-from perfcast.specs import device_names, get_device
+from perfcast.errors import InputError, read_user_json
+from perfcast.specs import get_device
 
 __all__ = ["PRICE_FILE_BYTES", "gpu_prices", "parse_prices"]
 
@@ -21,12 +21,12 @@ PRICE_FILE_BYTES = 1_000_000  # a price table is a few KB; refuse anything absur
 
 
 def _gpu(name: str, field: str) -> str:
+    """The catalog name of a price entry's GPU; the catalog's refusal (an unknown name with
+    its close matches, an ambiguous one with its candidates) names the entry."""
     try:
         return get_device(name).name
-    except InputError:
-        hint = close_matches(name, device_names())
-        problem = f"unknown GPU {name!r}" + (f"; did you mean {hint[0]}?" if hint else "")
-        raise InputError(field, problem, device_names()) from None
+    except InputError as exc:
+        raise InputError(field, exc.problem, exc.allowed) from None
 
 
 def parse_prices(data: Any, origin: str = "prices", source: str = "user price file"

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from perfcast.api import AccelModelResult, AccelRequest, run
-from perfcast.cli._common import cli_options, emit, guarded
+from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
 from perfcast.cli._console import Table, new_console
 
 __all__ = ["accel"]
@@ -45,7 +45,11 @@ def accel(
         False,
     plot: Annotated[str | None, typer.Option(help="write a stacked energy-breakdown PNG")] =
         None,
-    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Map a model's layers onto an accelerator: cycles, utilisation, energy breakdown."""
-    emit(run(AccelRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = AccelRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))

@@ -9,13 +9,14 @@ from typing import Annotated
 import typer
 
 from perfcast.api import CalibrateRequest, CalibrateResult, run
-from perfcast.cli._common import cli_options, emit, guarded
+from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
+from perfcast.cli._console import new_console
 
 
 def _print(result: CalibrateResult) -> None:
-    typer.echo(f"wrote {result.request.outputs.out}: {len(result.rows)} rows of "
-               f"{result.device.name}, in-sample MAPE {result.in_sample_mape:.1%} "
-               f"({', '.join(result.families)})")
+    new_console().print(f"wrote {result.request.outputs.out}: {len(result.rows)} rows of "
+                        f"{result.device.name}, in-sample MAPE {result.in_sample_mape:.1%} "
+                        f"({', '.join(result.families)})", markup=False)
 
 
 @guarded
@@ -26,8 +27,12 @@ def calibrate(
     device_spec: Annotated[Path | None, typer.Option(
         help="Device spec JSON for a device outside the catalog.")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite --out.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Fit this device's own corrections (target-measured tier) on top of the shipped
     cross-generation parameters; use the result with `perfcast infer --calibration FILE`."""
-    emit(run(CalibrateRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = CalibrateRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))

@@ -6,9 +6,12 @@ from typing import Annotated
 
 import typer
 
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import FormatOption, JsonOption, emit, guarded, output_format
 from perfcast.cli._console import Table, new_console
+from perfcast.errors import InputError
 from perfcast.specs import (
+    Cluster,
+    Device,
     cluster_names,
     device_names,
     get_cluster,
@@ -18,7 +21,6 @@ from perfcast.specs import (
 )
 
 hardware_app = typer.Typer(help="GPU, CPU and cluster catalog.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 def _fmt(value: float | None, scale: float, digits: int = 0) -> str:
@@ -34,15 +36,20 @@ def _tflops(value: float | None) -> str:
 
 @hardware_app.command("list")
 @guarded
-def hardware_list(json_out: JsonOpt = False) -> None:
+def hardware_list(json_out: JsonOption = False, format_out: FormatOption = None) -> None:
     """List the catalog GPUs, CPU targets and cluster presets."""
+    fmt = output_format(json_out, format_out)
     devices = [get_device(n) for n in device_names()]
-    if json_out:
-        dump = [d.model_dump(mode="json", exclude={"sources"}) for d in devices]
-        emit_json({"gpus": [d for d in dump if d["kind"] == "gpu"],
-                   "cpus": [d for d in dump if d["kind"] == "cpu"],
-                   "clusters": cluster_names()})
-        return
+    emit(fmt, lambda: _hardware_payload(devices), lambda: _print_hardware(devices))
+
+
+def _hardware_payload(devices: list) -> dict:
+    dump = [d.model_dump(mode="json", exclude={"sources"}) for d in devices]
+    return {"gpus": [d for d in dump if d["kind"] == "gpu"],
+            "cpus": [d for d in dump if d["kind"] == "cpu"], "clusters": cluster_names()}
+
+
+def _print_hardware(devices: list) -> None:
     table = Table(title="GPUs and CPUs: dense peak TFLOP/s, memory GB and GB/s "
                         "(CPU: all cores, SMs = cores)")
     width = max(len(d.name) for d in devices)
@@ -64,16 +71,28 @@ def hardware_list(json_out: JsonOpt = False) -> None:
 @hardware_app.command("show")
 @guarded
 def hardware_show(name: Annotated[str, typer.Argument(help="GPU, CPU or cluster preset name.")],
-                  json_out: JsonOpt = False) -> None:
+                  json_out: JsonOption = False, format_out: FormatOption = None) -> None:
     """Show one GPU or CPU (or cluster preset) with the source of every number."""
-    if name.lower() in cluster_names():
-        cluster = get_cluster(name)
-        payload = cluster.model_dump(mode="json")
-    else:
-        payload = get_device(name).model_dump(mode="json")
-    if json_out:
-        emit_json(payload)
-        return
+    fmt = output_format(json_out, format_out)
+    payload = _hardware(name).model_dump(mode="json")
+    emit(fmt, lambda: payload, lambda: _print_sources(dict(payload)))
+
+
+def _hardware(name: str) -> Device | Cluster:
+    """A GPU or CPU by name or alias, else a cluster preset by name or alias (`nvl72`,
+    `DGX H100`). Known as neither: the device lookup's error (closest devices), unless the
+    name is an ambiguous cluster alias, whose error lists its presets."""
+    try:
+        return get_device(name)
+    except InputError as as_device:
+        try:
+            return get_cluster(name)
+        except InputError as as_cluster:
+            raise (as_cluster if "ambiguous" in as_cluster.problem else as_device) from None
+
+
+def _print_sources(payload: dict) -> None:
+    """One row per field: its value and where the number comes from."""
     table = Table(title=payload["name"], show_lines=False)
     table.add_column("field")
     table.add_column("value")
@@ -90,8 +109,9 @@ def hardware_show(name: Annotated[str, typer.Argument(help="GPU, CPU or cluster 
 
 
 @guarded
-def models(json_out: JsonOpt = False) -> None:
+def models(json_out: JsonOption = False, format_out: FormatOption = None) -> None:
     """List the catalog models (shipped HuggingFace config.json files)."""
+    fmt = output_format(json_out, format_out)
     rows = []
     for entry in model_entries():
         spec = get_model(entry["name"])
@@ -100,9 +120,10 @@ def models(json_out: JsonOpt = False) -> None:
                      "layers": spec.num_layers, "hidden": spec.hidden_size,
                      "heads": spec.num_heads, "kv_heads": spec.num_kv_heads,
                      "moe": bool(spec.moe), "mla": bool(spec.mla)})
-    if json_out:
-        emit_json({"models": rows})
-        return
+    emit(fmt, lambda: {"models": rows}, lambda: _print_models(rows))
+
+
+def _print_models(rows: list[dict]) -> None:
     table = Table(title="Models")
     for col in rows[0]:
         table.add_column(col)

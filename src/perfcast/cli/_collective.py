@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from perfcast.api import CollectiveRequest, CollectiveResult, run
-from perfcast.cli._common import JsonOption, cli_options, emit, guarded
+from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
 from perfcast.cli._console import Table, new_console
 from perfcast.comm import ALGORITHMS, COLLECTIVES
 
@@ -28,9 +28,13 @@ def collective(
         help="Nodes the group spans (default: as few as hold it).")] = None,
     algorithm: Annotated[str, typer.Option(help=f"{', '.join(ALGORITHMS)}.")] = "auto",
     json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Seconds, algorithm and bus bandwidth of one collective (NCCL conventions)."""
-    emit(run(CollectiveRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = CollectiveRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))
 
 
 def _print(result: CollectiveResult) -> None:

@@ -3,8 +3,11 @@ unexpected: one line and exit code 1, the traceback only with --debug)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -13,22 +16,27 @@ import click
 import typer
 from pydantic import ValidationError
 
-from perfcast.api import Result
+from perfcast.cli._console import OUTPUT_FORMATS, tables_as
+from perfcast.cli._debug import debug_enabled, set_debug
 from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
 
-__all__ = ["CalibrationOption", "HostOption", "JsonOption", "KernelModelOption", "emit_json",
-           "cli_options", "debug_enabled", "emit", "fail", "guarded", "set_debug",
-           "to_input_error"]
-
-_DEBUG = {"on": False}  # set once per invocation by the global --debug flag
+__all__ = ["OUTPUT_SWITCHES", "CalibrationOption", "FormatOption", "HostOption", "JsonOption",
+           "KernelModelOption", "cli_options", "debug_enabled", "emit", "fail",
+           "guarded", "output_format", "set_debug", "to_input_error"]
 
 # Options several forecasting commands share, declared once.
 KernelModelOption = Annotated[str, typer.Option(
     "--kernel-model", help="calibrated (fitted on measurements) or roofline.")]
 CalibrationOption = Annotated[str | None, typer.Option(
     help="Extra calibration JSON from `perfcast calibrate`.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (= --format json).")]
+FormatOption = Annotated[str | None, typer.Option(
+    "--format", help="table (the default), json, csv or md.")]
+# Parameters of a command that choose how it prints, not what it computes: never options
+# of its request.
+OUTPUT_SWITCHES = ("json_out", "format_out")
+BROKEN_PIPE_EXIT = 141  # the shell's code for a writer whose reader left (128 + SIGPIPE)
 HostOption = Annotated[str, typer.Option(
     help=f"Per-step host overhead of the serving engine: {', '.join(HOST_PROFILES)}.")]
 
@@ -42,15 +50,6 @@ def fail(exc: InputError) -> None:
     raise typer.Exit(code=2)
 
 
-def set_debug(on: bool) -> None:
-    """--debug: let unexpected exceptions (and their tracebacks) through the boundary."""
-    _DEBUG["on"] = bool(on)
-
-
-def debug_enabled() -> bool:
-    return _DEBUG["on"]
-
-
 def internal_error(exc: BaseException) -> None:
     """An exception perfcast did not expect: one line naming it, exit code 1."""
     what = type(exc).__name__
@@ -58,6 +57,15 @@ def internal_error(exc: BaseException) -> None:
     typer.echo(f"error: internal error ({what}{': ' + detail[:200] if detail else ''}): "
                "run with --debug for the traceback", err=True)
     raise typer.Exit(code=1)
+
+
+def reader_gone() -> None:
+    """The reader of stdout left (`perfcast models | head -3`): stop quietly, as `cat` does,
+    with the shell's code for SIGPIPE; stdout goes to /dev/null so the interpreter's last
+    flush cannot raise again (the recipe of Python's `signal` docs, "Note on SIGPIPE")."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):  # a test runner
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise typer.Exit(code=BROKEN_PIPE_EXIT)
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -71,6 +79,8 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except InputError as exc:
             fail(exc)
+        except BrokenPipeError:
+            reader_gone()
         except ValidationError as exc:
             fail(to_input_error(exc))
         except (typer.Exit, typer.Abort, click.exceptions.ClickException, KeyboardInterrupt,
@@ -86,17 +96,32 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def cli_options(values: dict[str, Any]) -> dict[str, Any]:
     """A command function's parameters (its `locals()`) as request options: everything but
-    the output switch `--json`."""
-    return {k: v for k, v in values.items() if k != "json_out"}
+    the output switches (`--json`, `--format`)."""
+    return {k: v for k, v in values.items() if k not in OUTPUT_SWITCHES}
 
 
-def emit(result: Result, json_out: bool, printer: Callable[[Any], None]) -> None:
-    """Print a result: its payload as JSON, or the command's human tables."""
-    if json_out:
-        emit_json(result.payload())
-    else:
-        printer(result)
+def output_format(json_out: bool, format_out: str | None) -> str:
+    """The one format `--json` and `--format` ask for (`--json` is `--format json`); checked
+    before any work. Both given, naming different formats: refused."""
+    if format_out is None:
+        return "json" if json_out else "table"
+    if format_out not in OUTPUT_FORMATS:
+        raise InputError("format", f"unknown format {format_out!r}", OUTPUT_FORMATS)
+    if json_out and format_out != "json":
+        raise InputError("format", f"--json and --format {format_out} both given",
+                         "one of them")
+    return format_out
 
 
-def emit_json(payload: dict) -> None:
+def emit(fmt: str, payload: Callable[[], Any], show: Callable[[], None]) -> None:
+    """Print a command's output in `fmt` (from `output_format`): `payload()` as JSON, or
+    `show()`, which prints the command's tables, as Rich tables, CSV or Markdown."""
+    if fmt == "json":
+        _print_json(payload())
+        return
+    with tables_as(fmt):
+        show()
+
+
+def _print_json(payload: dict) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False) + "\n")

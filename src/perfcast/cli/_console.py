@@ -5,22 +5,40 @@ a CI log), and cuts a cell that does not fit with '…': `perfcast models | cat`
 `llam…` for every Llama. So a console writing to anything but a terminal is plain (no
 colour) and as wide as any table needs, and a table's cells wrap within their column
 (`overflow="fold"`) in a terminal too narrow for them, instead of being cut.
+
+`--format csv|md` (cli._common.emit) prints the same tables as data: within `tables_as`, the
+stdout console `new_console` makes writes each table as CSV or a Markdown pipe table, so no
+command formats its output twice. And the help: `HelpGroup`/`_tidy_help` show flags as flags,
+fold what does not fit, and keep the `Advanced` panels for `--help-all`.
 """
 
 from __future__ import annotations
 
 import copy
+import csv
+import functools
 import inspect
+import io
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Any, get_args
 
+import typer
 from rich import table as _rich_table
 from rich.console import Console
+from rich.json import JSON
 from rich.markup import escape
+from rich.text import Text
 from typer import _click
+from typer._coercion import bool_flag_type_descriptor
 from typer.core import TyperGroup, TyperOption
 
-__all__ = ["PLAIN_WIDTH", "HelpGroup", "Table", "in_panel", "is_terminal", "new_console", "rule"]
+__all__ = ["OUTPUT_FORMATS", "PLAIN_WIDTH", "Advanced", "HelpGroup", "Table", "in_panel",
+           "is_terminal", "new_console", "rule", "tables_as"]
 
 # Columns of a console that writes to a pipe or file: wider than any table perfcast prints
 # (lines are not padded to it, so it costs nothing).
@@ -39,17 +57,140 @@ def is_terminal(stderr: bool = False) -> bool:
 
 def new_console(stderr: bool = False, width: int | None = None) -> Console:
     """A console for stdout (or stderr): Rich's own in a terminal; plain and `width` (default:
-    wide enough for any table) columns wide otherwise. Made where it prints, so it sees the
-    stream of that moment (tests swap sys.stdout)."""
+    wide enough for any table) columns wide otherwise; within `tables_as("csv"|"md")`, a
+    stdout console that prints tables as data (`_DataConsole`). Made where it prints, so it
+    sees the stream and format of that moment (tests swap sys.stdout)."""
+    fmt = _TABLES_AS.get()
+    if not stderr and fmt is not None and fmt.name != "table":
+        return _DataConsole(fmt)
     if is_terminal(stderr):
         return Console(stderr=stderr, width=width)
-    return Console(stderr=stderr, width=width or PLAIN_WIDTH, color_system=None,
-                   highlight=False, emoji=False)
+    return _plain_console(stderr, width or PLAIN_WIDTH)
+
+
+def _plain_console(stderr: bool, width: int = PLAIN_WIDTH) -> Console:
+    return Console(stderr=stderr, width=width, color_system=None, highlight=False, emoji=False)
 
 
 def rule(title: str, stderr: bool = False) -> None:
     """A section heading: a rule across the terminal, or RULE_WIDTH columns without one."""
     new_console(stderr, None if is_terminal(stderr) else RULE_WIDTH).rule(title)
+
+
+# --format: how a command's tables print. `json` never reaches a console (cli._common.emit
+# prints the payload instead).
+OUTPUT_FORMATS = ("table", "json", "csv", "md")
+
+
+@dataclass
+class _Format:
+    """The format tables print in, and how many have printed (CSV puts a blank line between)."""
+
+    name: str
+    tables: int = 0
+
+
+_TABLES_AS: ContextVar[_Format | None] = ContextVar("perfcast_tables_as", default=None)
+
+
+@contextmanager
+def tables_as(fmt: str) -> Iterator[None]:
+    """Within: every table printed on stdout through `new_console` is `fmt`: `table` (Rich's),
+    `csv` (comma-separated, a '# title' line above, and nothing else on stdout: other text
+    goes to stderr) or `md` (a GitHub pipe table under a '### title' heading; other text as
+    paragraphs)."""
+    token = _TABLES_AS.set(_Format(fmt))
+    try:
+        yield
+    finally:
+        _TABLES_AS.reset(token)
+
+
+class _DataConsole(Console):
+    """The stdout console of `--format csv|md`: `print` writes a Rich table as data, every
+    cell in full and without markup; other renderables as `tables_as` says."""
+
+    def __init__(self, fmt: _Format) -> None:
+        super().__init__(width=PLAIN_WIDTH, color_system=None, highlight=False, emoji=False)
+        self._fmt = fmt
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for obj in objects:
+            if isinstance(obj, _rich_table.Table):
+                self.file.write(_as_csv(obj, self._fmt.tables) if self._fmt.name == "csv"
+                                else _as_markdown(obj))
+                self._fmt.tables += 1
+            elif self._fmt.name == "csv":
+                new_console(stderr=True).print(obj, **kwargs)
+            else:
+                self.file.write(self._markdown_text(obj, **kwargs))
+
+    def rule(self, title: str = "", **kwargs: Any) -> None:  # type: ignore[override]
+        if self._fmt.name == "csv":
+            rule(title, stderr=True)
+        else:
+            self.file.write(f"## {_plain(title)}\n\n")
+
+    def _markdown_text(self, obj: Any, **kwargs: Any) -> str:
+        """A non-table renderable as Markdown: JSON fenced, text one paragraph a line."""
+        with self.capture() as captured:
+            super().print(obj, **kwargs)
+        text = captured.get().strip("\n")
+        if isinstance(obj, JSON):
+            return f"```json\n{text}\n```\n\n"
+        lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+        return "".join(f"{line}\n\n" for line in lines)
+
+
+def _plain(cell: Any) -> str:
+    """A table cell or title as plain text: markup applied (so dropped), nothing cut."""
+    if isinstance(cell, Text):
+        return cell.plain
+    if isinstance(cell, str):
+        return Text.from_markup(cell).plain
+    console = _plain_console(stderr=False)
+    with console.capture() as captured:
+        console.print(cell)
+    return captured.get().strip("\n")
+
+
+def _cells(table: _rich_table.Table) -> tuple[list[str], list[list[str]]]:
+    """A table's headers and rows, as plain text."""
+    columns = [[_plain(cell) for cell in column.cells] for column in table.columns]
+    return [_plain(c.header) for c in table.columns], [list(r) for r in zip(*columns, strict=True)]
+
+
+def _title(table: _rich_table.Table) -> str:
+    """A table's title on one line ('' without one)."""
+    return " ".join(_plain(table.title).split()) if table.title else ""
+
+
+def _as_csv(table: _rich_table.Table, printed_before: int) -> str:
+    """The table as CSV: a '# title' line, the header row, the rows; a blank line before it
+    when another table came first."""
+    headers, rows = _cells(table)
+    out = io.StringIO()
+    if printed_before:
+        out.write("\n")
+    if table.title:
+        out.write(f"# {_title(table)}\n")
+    csv.writer(out, lineterminator="\n").writerows([headers, *rows])
+    return out.getvalue()
+
+
+def _as_markdown(table: _rich_table.Table) -> str:
+    """The table as a GitHub pipe table under a '### title' heading: '|' and '\\' escaped,
+    line breaks as <br>, right-justified columns right-aligned."""
+    headers, rows = _cells(table)
+
+    def line(cells: list[str]) -> str:
+        escaped = (c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
+                   for c in cells)
+        return "| " + " | ".join(escaped) + " |"
+
+    align = ["---:" if c.justify == "right" else "---" for c in table.columns]
+    title = f"### {_title(table)}\n\n" if table.title else ""
+    return title + "".join(f"{line(r)}\n" for r in [headers, align, *rows]) + "\n"
 
 
 class Table(_rich_table.Table):
@@ -60,23 +201,52 @@ class Table(_rich_table.Table):
         super().add_column(*args, overflow=overflow, **kwargs)
 
 
+class Advanced(StrEnum):
+    """The help panels `--help` leaves out, named here once: options a first run does not
+    need. A command's `--help` ends with a line naming the ones it has, and its `--help-all`
+    lists them too, so that `--help` stays under a screen (60 lines at 80 columns)."""
+
+    MOE_PRECISION = "MoE and precision"
+    ENGINE_INTERNALS = "Engine internals"
+    ARRIVALS = "Arrivals"
+    CHATS = "Chats"
+    SPECULATIVE = "Speculative decoding"
+    DISAGGREGATION = "Disaggregation"
+    COLOCATION = "Co-location"
+    PLAN_DETAILS = "Plan details"
+    MODES = "RLHF and out-of-memory plans"
+    KERNELS = "Kernels"
+    INFER_WORKLOAD = "With --workload infer"
+    SEARCH = "Retrieval details"
+    TRACE = "Trace output"
+
+
+HELP_ALL = "--help-all"
+
+
 class HelpGroup(TyperGroup):
     """The `perfcast` command group. Its help, and every subcommand's, shows a flag (`--json`,
     `--quick`, `--help`) as a flag, without the `<bool>` typer prints beside it, which
-    invites `--json true`; and a docstring's paragraphs flow to the terminal's width instead
-    of breaking where the source lines do."""
+    invites `--json true`; a docstring's paragraphs flow to the terminal's width instead
+    of breaking where the source lines do; and the `Advanced` panels wait for `--help-all`."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         _tidy_help(self)
 
+    def format_help(self, ctx: _click.Context, formatter: Any) -> None:
+        _fold_help_texts()  # `perfcast` alone prints this help without --help's callback
+        super().format_help(ctx, formatter)
+
 
 def _tidy_help(command: _click.Command) -> None:
     """Flags of `command` and of its subcommands (help included) get an empty metavar, which
     typer's help prints instead of the type; defaults join their option's help text; the
-    commands' help texts are reflowed."""
+    commands' help texts are reflowed; `--help` folds what does not fit (`_show_help`)."""
     ctx = _click.Context(command)
-    options = [*command.params, command.get_help_option(ctx)]
+    help_option = command.get_help_option(ctx)
+    help_option.callback = _show_help
+    options = [*command.params, help_option]
     for option in options:
         if getattr(option, "is_flag", False) and option.metavar is None:
             option.metavar = ""
@@ -85,8 +255,79 @@ def _tidy_help(command: _click.Command) -> None:
     if command.help:
         paragraphs = inspect.cleandoc(command.help).split("\n\n")
         command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+    _hide_advanced(command)
     for sub in getattr(command, "commands", {}).values():
         _tidy_help(sub)
+
+
+def _advanced_options(command: _click.Command) -> list[TyperOption]:
+    return [p for p in command.params
+            if isinstance(p, TyperOption) and p.rich_help_panel in set(Advanced)]
+
+
+def _hide_advanced(command: _click.Command) -> None:
+    """Hide the options of `command`'s `Advanced` panels from `--help`, which then ends
+    naming those panels, and give it `--help-all`, which lists them (once: tidying a command
+    again changes nothing). Hidden options parse as before."""
+    advanced = _advanced_options(command)
+    if not advanced or any(HELP_ALL in p.opts for p in command.params):
+        return
+    for option in advanced:
+        option.hidden = True
+    panels = ", ".join(dict.fromkeys(o.rich_help_panel for o in advanced))
+    command.epilog = f"More: {panels} — see {HELP_ALL}."
+    command.params.append(TyperOption(
+        param_decls=[HELP_ALL, "help_all"], type_descriptor=bool_flag_type_descriptor(),
+        is_flag=True, expose_value=False, is_eager=True, callback=_print_full_help,
+        metavar="", help="Show the advanced options too, and exit."))
+
+
+@functools.cache
+def _fold_help_texts() -> None:
+    """Make typer's help fold an option name or a word too long for its column onto the next
+    line, as `Table` does, instead of cutting it to '…' (at 80 columns the Workload panel of
+    `serve --help` printed `--concurrency,--max-concurre…`). Typer builds every option's
+    names and help text with these two highlighters; done on the first help printed, since
+    importing typer's help module costs start-up time every other command would pay."""
+    from typer import rich_utils
+
+    for name in ("highlighter", "negative_highlighter"):
+        setattr(rich_utils, name, _Folding(getattr(rich_utils, name)))
+
+
+class _Folding:
+    """A Rich highlighter whose texts fold instead of being cut to '…'."""
+
+    def __init__(self, highlighter: Callable[[str | Text], Text]) -> None:
+        self._highlighter = highlighter
+
+    def __call__(self, text: str | Text) -> Text:
+        out = self._highlighter(text)
+        out.overflow = "fold"
+        return out
+
+
+def _show_help(ctx: _click.Context, _param: _click.Parameter, value: bool) -> None:
+    """`--help`, as click prints it, with texts that fold (`_fold_help_texts`)."""
+    if not value or ctx.resilient_parsing:
+        return
+    _fold_help_texts()
+    typer.echo(ctx.get_help(), color=ctx.color)
+    ctx.exit()
+
+
+def _print_full_help(ctx: _click.Context, _param: _click.Parameter, value: bool) -> None:
+    """`--help-all`: the help of a copy of the command with every option shown."""
+    if not value or ctx.resilient_parsing:
+        return
+    _fold_help_texts()
+    full = copy.copy(ctx.command)
+    full.epilog = None
+    full.params = [copy.copy(p) for p in ctx.command.params]
+    for option in full.params:
+        option.hidden = False
+    typer.echo(full.get_help(ctx), color=ctx.color)
+    ctx.exit()
 
 
 def _inline_default(option: TyperOption, ctx: _click.Context) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from perfcast.api import CpuRequest, CpuResult, run
-from perfcast.cli._common import cli_options, emit, guarded
+from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
 from perfcast.cli._console import Table, new_console
 
 __all__ = ["cpu"]
@@ -45,7 +45,11 @@ def cpu(
     repeats: Annotated[int | None, typer.Option(help="timed forwards (median); default 5, "
                                                 "3 with --quick")] = None,
     seed: Annotated[int, typer.Option(help="sweep shapes and model weights seed")] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Forecast a model's forward on this CPU (target-measured), then measure it (torch)."""
-    emit(run(CpuRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = CpuRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))

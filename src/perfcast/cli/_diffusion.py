@@ -9,16 +9,27 @@ import typer
 from perfcast.api import DiffusionRequest, DiffusionResult, run
 from perfcast.cli._common import (
     CalibrationOption,
+    FormatOption,
     JsonOption,
     KernelModelOption,
     cli_options,
     emit,
     guarded,
+    output_format,
 )
-from perfcast.cli._console import Table, new_console
+from perfcast.cli._console import Advanced, Table, in_panel, new_console
 from perfcast.compose import Execution
 
 __all__ = ["diffusion"]
+
+
+# Help panels after the pipeline, hardware and image (typer's "Options"); the kernel options
+# wait for --help-all.
+GUIDANCE, OUTPUT, KERNELS = "Guidance", "Output", Advanced.KERNELS
+KernelModel = in_panel(KernelModelOption, KERNELS)
+Calibration = in_panel(CalibrationOption, KERNELS)
+Json = in_panel(JsonOption, OUTPUT)
+Format = in_panel(FormatOption, OUTPUT)
 
 
 @guarded
@@ -28,25 +39,32 @@ def diffusion(
     gpu: Annotated[str | None, typer.Option(help="Catalog GPU name (see `hardware list`).")] = (
         None),
     steps: Annotated[int, typer.Option(help="Denoising steps (UNet calls).")] = 30,
-    resolution: Annotated[int, typer.Option(help="Square image edge in pixels.")] = 1024,
+    resolution: Annotated[int | None, typer.Option(
+        help="Square image edge in pixels (default 1024).")] = None,
     height: Annotated[int | None, typer.Option(help="Image height (default: --resolution).")] = (
         None),
     width: Annotated[int | None, typer.Option(help="Image width (default: --resolution).")] = (
         None),
     batch: Annotated[int, typer.Option(help="Images generated together.")] = 1,
-    guidance: Annotated[bool, typer.Option(
-        "--guidance/--no-guidance", help="Classifier-free guidance (UNet batch x2).")] = True,
-    negative_prompt: Annotated[bool, typer.Option(
-        "--negative-prompt/--no-negative-prompt",
-        help="Encode a negative prompt (else SDXL uses zero embeddings).")] = False,
     dtype: Annotated[str, typer.Option(help="fp16, bf16 or fp32.")] = "fp16",
-    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.")] = Execution.EAGER,
-    kernel_model: KernelModelOption = "calibrated",
-    calibration: CalibrationOption = None,
-    json_out: JsonOption = False,
+    guidance: Annotated[bool, typer.Option(
+        "--guidance/--no-guidance", help="Classifier-free guidance (UNet batch x2).",
+        rich_help_panel=GUIDANCE)] = True,
+    negative_prompt: Annotated[bool, typer.Option(
+        "--negative-prompt/--no-negative-prompt", rich_help_panel=GUIDANCE,
+        help="Encode a negative prompt (else SDXL uses zero embeddings).")] = False,
+    json_out: Json = False,
+    format_out: Format = None,
+    execution: Annotated[Execution, typer.Option(
+        help="Kernel launch mode.", rich_help_panel=KERNELS)] = Execution.EAGER,
+    kernel_model: KernelModel = "calibrated",
+    calibration: Calibration = None,
 ) -> None:
     """Forecast latency per image: text encoders + steps x UNet + VAE decode."""
-    emit(run(DiffusionRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = DiffusionRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))
 
 
 def _print(result: DiffusionResult) -> None:

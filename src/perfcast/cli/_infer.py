@@ -9,12 +9,14 @@ import typer
 from perfcast.api import InferRequest, InferResult, run
 from perfcast.cli._common import (
     CalibrationOption,
+    FormatOption,
     HostOption,
     JsonOption,
     KernelModelOption,
     cli_options,
     emit,
     guarded,
+    output_format,
 )
 from perfcast.cli._console import Table, in_panel, new_console
 from perfcast.compose import Execution
@@ -25,6 +27,7 @@ Host = in_panel(HostOption, KERNELS)
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
+Format = in_panel(FormatOption, OUTPUT)
 
 
 def _print(result: InferResult) -> None:
@@ -99,6 +102,10 @@ def infer(
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
     json_out: Json = False,
+    format_out: Format = None,
 ) -> None:
     """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
-    emit(run(InferRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = InferRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))

@@ -3,15 +3,23 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from perfcast.api import MeasureRequest, MeasureResult, run
-from perfcast.cli._common import JsonOption, cli_options, emit, guarded
+from perfcast.cli._common import (
+    FormatOption,
+    JsonOption,
+    cli_options,
+    emit,
+    guarded,
+    output_format,
+)
 from perfcast.cli._console import Table, new_console
+from perfcast.cli._progress import interrupted, progress_bar
+from perfcast.measure import SweepInterrupted
 
 
 def _print(result: MeasureResult) -> None:
@@ -47,11 +55,24 @@ def measure(
     seed: Annotated[int, typer.Option(help="Seed for the shape list and data.")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
     json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Time gemm, elementwise, activation, softmax and norm kernels on this machine into a
     measurement file (perfcast's store schema), with the device spec in <out>.device.json."""
     request = MeasureRequest.from_options(cli_options(locals()))
-    activity = None if json_out else request.activity()
-    with new_console().status(activity) if activity else contextlib.nullcontext():
-        result = run(request)
-    emit(result, json_out, _print)
+    fmt = output_format(json_out, format_out)
+    try:
+        with progress_bar("measure: shapes", fmt == "json") as bar:
+            result = run(request, progress=bar)
+    except KeyboardInterrupt as stop:
+        interrupted(_kept(stop))
+    emit(fmt, result.payload, lambda: _print(result))
+
+
+def _kept(stop: KeyboardInterrupt) -> str:
+    """What Ctrl-C left: the rows timed so far in the output (no device spec), or nothing
+    (stopped before the first shape, e.g. while torch loads)."""
+    if not isinstance(stop, SweepInterrupted) or stop.path is None:
+        return "no shape had been timed; nothing written. Rerun the same command"
+    return (f"{len(stop.rows)} of {stop.planned} rows timed so far written to {stop.path} "
+            "(no device spec); a rerun starts over: the same command with --force")

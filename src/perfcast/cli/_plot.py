@@ -15,6 +15,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from perfcast.api import InferRequest, Request, TrainRequest, TrainResult, resolve, run
 from perfcast.cli._common import guarded
+from perfcast.cli._console import Advanced
+from perfcast.cli._progress import progress_bar
+from perfcast.cli._train import train
 from perfcast.errors import InputError, check_output_file
 
 __all__ = ["plot_app"]
@@ -28,15 +31,26 @@ ROOFLINE_MODES = ("forward", "training", "prefill", "decode")
 _P = inspect.Parameter
 
 
-def _opt(name: str, kind: Any, default: Any, help: str) -> _P:
-    return _P(name, _P.KEYWORD_ONLY, annotation=Annotated[kind, typer.Option(help=help)],
-              default=default)
+def _opt(name: str, kind: Any, default: Any, help: str, panel: str | None = None) -> _P:
+    return _P(name, _P.KEYWORD_ONLY, default=default,
+              annotation=Annotated[kind, typer.Option(help=help, rich_help_panel=panel)])
+
+
+def _panels(command: Any) -> dict[str, str | None]:
+    """The help panel of each option of a command function, so that a plot lists the options
+    it shares with `perfcast train` as train does (the advanced ones under --help-all)."""
+    params = inspect.signature(command, eval_str=True).parameters.values()
+    return {p.name: get_args(p.annotation)[1].rich_help_panel for p in params}
+
+
+TRAIN_PANELS = _panels(train)
 
 
 def _declare(request: type[Request], *names: str, skip: tuple[str, ...] = (),
-             prefix: str = "") -> list[_P]:
+             prefix: str = "", panel: str | None = None) -> list[_P]:
     """The options of `request` named (an option, or a group field: all its options), as
-    typer parameters with the request's types, defaults and descriptions."""
+    typer parameters with the request's types, defaults and descriptions, in the help panel
+    `panel`, or else the one `perfcast train` lists them in."""
     paths = request.option_paths()
     chosen = [o for n in names for o, (top, leaf) in paths.items()
               if (o == n or top == n and leaf is not None) and o not in skip]
@@ -47,7 +61,8 @@ def _declare(request: type[Request], *names: str, skip: tuple[str, ...] = (),
         if leaf is not None:
             field = field.annotation.model_fields[leaf]
         default = field.get_default(call_default_factory=True)
-        params.append(_opt(option, field.annotation, default, prefix + (field.description or "")))
+        params.append(_opt(option, field.annotation, default, prefix + (field.description or ""),
+                           panel or TRAIN_PANELS.get(option)))
     return params
 
 
@@ -55,7 +70,7 @@ OUT = _opt("out", Path, _P.empty, "Figure file to write: .png or .svg (never ove
 HARDWARE = _declare(InferRequest, "model", "hardware", "dtype", "kernels")
 TRAIN = _declare(TrainRequest, "plan", "workload", "recipe", "stack", skip=("dtype",))
 INFER = _declare(InferRequest, "workload", "weight_dtype", "kv_dtype", "engine",
-                 prefix="infer: ")
+                 panel=Advanced.INFER_WORKLOAD)
 COMPARE = [
     _opt("workload", str, "train", f"Which forecast: {', '.join(WORKLOADS)}."),
     _opt("vary", list[str] | None, None, "Side-by-side bars: OPTION=V1,V2,... (e.g. "
@@ -134,15 +149,20 @@ def _parse(name: str, value: str):
 
 
 def _forecasts(kw: dict) -> dict:
+    """label -> forecast of each --vary variant; a bar over them when there are several
+    (each takes up to a second)."""
     if kw["workload"] not in WORKLOADS:
         raise InputError("workload", f"unknown {kw['workload']!r}", WORKLOADS)
-    out = {}
-    for label, options in _variants(kw).items():
-        if kw["workload"] == "train":
-            fc = _train(options).forecast
-        else:
-            fc = run(_request(InferRequest, options)).forecast
-        out[label or (options["model"] or "model")] = fc
+    variants, out = _variants(kw), {}
+    with progress_bar("plot: forecasts", quiet=len(variants) < 2) as bar:
+        for done, (label, options) in enumerate(variants.items(), start=1):
+            if kw["workload"] == "train":
+                fc = _train(options).forecast
+            else:
+                fc = run(_request(InferRequest, options)).forecast
+            out[label or (options["model"] or "model")] = fc
+            if bar is not None:
+                bar(done, len(variants))
     return out
 
 

@@ -9,18 +9,31 @@ import typer
 from perfcast.api import RagRequest, RagResult, run
 from perfcast.cli._common import (
     CalibrationOption,
+    FormatOption,
     HostOption,
     JsonOption,
     KernelModelOption,
     cli_options,
     emit,
     guarded,
+    output_format,
 )
-from perfcast.cli._console import Table, new_console
+from perfcast.cli._console import Advanced, Table, in_panel, new_console
 from perfcast.compose import Execution
 from perfcast.ops import INDEX_KINDS
 
 __all__ = ["rag"]
+
+
+# Help panels after the models and hardware (typer's "Options"); the advanced ones wait for
+# --help-all.
+REQUEST, RETRIEVAL, OUTPUT = "Request", "Retrieval", "Output"
+DETAILS, KERNELS = Advanced.SEARCH, Advanced.KERNELS
+Host = in_panel(HostOption, KERNELS)
+KernelModel = in_panel(KernelModelOption, KERNELS)
+Calibration = in_panel(CalibrationOption, KERNELS)
+Json = in_panel(JsonOption, OUTPUT)
+Format = in_panel(FormatOption, OUTPUT)
 
 
 @guarded
@@ -33,35 +46,49 @@ def rag(
         None),
     cluster: Annotated[str | None, typer.Option(help="Cluster preset instead of --gpu.")] = None,
     tp: Annotated[int | None, typer.Option(help="Generator tensor-parallel degree.")] = None,
-    query_tokens: Annotated[int, typer.Option(help="Query length in tokens.")] = 32,
-    top_k: Annotated[int, typer.Option(help="Chunks retrieved into the prompt.")] = 5,
-    chunk_tokens: Annotated[int, typer.Option(help="Tokens per retrieved chunk.")] = 512,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens.")] = 256,
-    index: Annotated[str, typer.Option(help=f"Vector index: {', '.join(INDEX_KINDS)}.")] = (
-        "flat"),
-    index_vectors: Annotated[int, typer.Option(help="Vectors in the index.")] = 10_000_000,
-    dim: Annotated[int | None, typer.Option(help="Vector width (default: the embedding "
-                                            "model's hidden size).")] = None,
-    vector_dtype: Annotated[str, typer.Option(help="Stored vector dtype (flat, ivf-flat).")] = (
-        "fp32"),
-    nlist: Annotated[int, typer.Option(help="IVF lists (coarse centroids).")] = 16_384,
-    nprobe: Annotated[int, typer.Option(help="IVF lists scanned per query.")] = 32,
-    pq_bytes: Annotated[int, typer.Option(help="PQ code bytes per vector (ivf-pq).")] = 64,
-    search_device: Annotated[str, typer.Option(help="gpu (beside the generator) or cpu.")] = (
-        "gpu"),
-    cpu: Annotated[str, typer.Option(help="CPU spec for --search-device cpu.")] = "epyc-9654",
     dtype: Annotated[str, typer.Option(help="Activation (and weight) dtype.")] = "bf16",
-    execution: Annotated[Execution, typer.Option(help="Generator kernel launch mode.")] = (
-        Execution.CUDA_GRAPH),
-    embed_execution: Annotated[Execution, typer.Option(help="Embedder launch mode.")] = (
-        Execution.EAGER),
-    host: HostOption = "vllm-v0",
-    kernel_model: KernelModelOption = "calibrated",
-    calibration: CalibrationOption = None,
-    json_out: JsonOption = False,
+    query_tokens: Annotated[int, typer.Option(
+        help="Query length in tokens.", rich_help_panel=REQUEST)] = 32,
+    top_k: Annotated[int, typer.Option(
+        help="Chunks retrieved into the prompt.", rich_help_panel=REQUEST)] = 5,
+    chunk_tokens: Annotated[int, typer.Option(
+        help="Tokens per retrieved chunk.", rich_help_panel=REQUEST)] = 512,
+    output_tokens: Annotated[int, typer.Option(
+        help="Generated tokens.", rich_help_panel=REQUEST)] = 256,
+    index: Annotated[str, typer.Option(
+        help=f"Vector index: {', '.join(INDEX_KINDS)}.", rich_help_panel=RETRIEVAL)] = "flat",
+    index_vectors: Annotated[int, typer.Option(
+        help="Vectors in the index.", rich_help_panel=RETRIEVAL)] = 10_000_000,
+    search_device: Annotated[str, typer.Option(
+        help="gpu (beside the generator) or cpu.", rich_help_panel=RETRIEVAL)] = "gpu",
+    json_out: Json = False,
+    format_out: Format = None,
+    dim: Annotated[int | None, typer.Option(
+        help="Vector width (default: the embedding model's hidden size).",
+        rich_help_panel=DETAILS)] = None,
+    vector_dtype: Annotated[str, typer.Option(
+        help="Stored vector dtype (flat, ivf-flat).", rich_help_panel=DETAILS)] = "fp32",
+    nlist: Annotated[int, typer.Option(
+        help="IVF lists (coarse centroids).", rich_help_panel=DETAILS)] = 16_384,
+    nprobe: Annotated[int, typer.Option(
+        help="IVF lists scanned per query.", rich_help_panel=DETAILS)] = 32,
+    pq_bytes: Annotated[int, typer.Option(
+        help="PQ code bytes per vector (ivf-pq).", rich_help_panel=DETAILS)] = 64,
+    cpu: Annotated[str, typer.Option(
+        help="CPU spec for --search-device cpu.", rich_help_panel=DETAILS)] = "epyc-9654",
+    execution: Annotated[Execution, typer.Option(
+        help="Generator kernel launch mode.", rich_help_panel=KERNELS)] = Execution.CUDA_GRAPH,
+    embed_execution: Annotated[Execution, typer.Option(
+        help="Embedder launch mode.", rich_help_panel=KERNELS)] = Execution.EAGER,
+    host: Host = "vllm-v0",
+    kernel_model: KernelModel = "calibrated",
+    calibration: Calibration = None,
 ) -> None:
     """Forecast a RAG request's end-to-end latency: embed, search, prefill, decode."""
-    emit(run(RagRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = RagRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))
 
 
 def _print(result: RagResult) -> None:

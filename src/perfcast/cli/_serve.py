@@ -9,102 +9,126 @@ from typing import Annotated
 import typer
 
 from perfcast.api import ServeRequest, ServeResult, run
-from perfcast.cli._common import cli_options, emit, guarded
-from perfcast.cli._console import Table, new_console
+from perfcast.cli._common import (
+    FormatOption,
+    JsonOption,
+    cli_options,
+    emit,
+    guarded,
+    output_format,
+)
+from perfcast.cli._console import Advanced, Table, in_panel, new_console
 from perfcast.cli._progress import progress_bar
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
-from perfcast.serve._engine import reporting_progress
 
-# Help panels: the deployment's options first (typer's "Options"), then these.
-WORKLOAD, REQUESTS = "Workload: arrivals", "Workload: requests"
-ENGINE, FEATURES = "Engine", "Engine features (off unless given)"
-SPEC = "Speculative decoding"
-DISAGG, COLOCATE, SLOS, OUTPUT = "Disaggregation", "Co-location", "SLOs", "Output"
+# Help panels: the deployment's options first (typer's "Options"), then these; the advanced
+# ones (MoE and precision, engine internals, arrival shapes, chats, ...) wait for --help-all.
+ENGINE, WORKLOAD, REQUESTS, SLOS, OUTPUT = "Engine", "Workload", "Requests", "SLOs", "Output"
+MOE, INTERNALS, ARRIVALS, CHATS = (Advanced.MOE_PRECISION, Advanced.ENGINE_INTERNALS,
+                                   Advanced.ARRIVALS, Advanced.CHATS)
+SPEC, DISAGG, COLOCATE = Advanced.SPECULATIVE, Advanced.DISAGGREGATION, Advanced.COLOCATION
+Json = in_panel(JsonOption, OUTPUT)
+Format = in_panel(FormatOption, OUTPUT)
 
 
 @guarded
 def serve(
-    model: Annotated[str, typer.Option(help="Catalog model name or HF id.")] = "llama-2-7b",
+    model: Annotated[str, typer.Option(help="Catalog model or HF id.")] = "llama-2-7b",
     gpu: Annotated[str | None, typer.Option(help="Catalog GPU name.")] = None,
     cluster: Annotated[str | None, typer.Option(help="Cluster preset instead of --gpu.")] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree per replica.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline stages per replica.")] = 1,
     replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
+    dtype: Annotated[str, typer.Option(help="Activation (and weight) dtype.")] = "bf16",
     scheduler: Annotated[str, typer.Option(
         help="vllm-v0, vllm-v1, sarathi, orca or static.", rich_help_panel=ENGINE)] = "vllm-v0",
-    router: Annotated[str, typer.Option(
-        help="round-robin, least-outstanding or least-kv.", rich_help_panel=ENGINE)
-                      ] = "round-robin",
-    qps: Annotated[float | None, typer.Option(
-        "--qps", "--request-rate", rich_help_panel=WORKLOAD,
-        help="Mean arrival rate, req/s: open loop (vLLM's --request-rate).")] = None,
-    concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", "--max-concurrency", rich_help_panel=WORKLOAD,
-        help="Requests in flight, a closed loop: vLLM's --max-concurrency at its default "
-             "--request-rate inf. A rate capped by a concurrency is not modelled: give --qps "
-             "or --concurrency, not both.")] = None,
-    arrival: Annotated[str | None, typer.Option(
-        help="poisson, gamma, trace or closed_loop (default: by --qps/--concurrency).",
-        rich_help_panel=WORKLOAD)] = None,
-    cv: Annotated[float | None, typer.Option(
-        help="Gamma arrivals' coefficient of variation.", rich_help_panel=WORKLOAD)] = None,
-    num_requests: Annotated[int, typer.Option(
-        "--num-requests", "--num-prompts", rich_help_panel=WORKLOAD,
-        help="Requests to simulate (vLLM's --num-prompts).")] = 200,
-    lengths: Annotated[str, typer.Option(
-        help="Request lengths: fixed, uniform, zipf, trace or csv.", rich_help_panel=REQUESTS)
-                       ] = "fixed",
-    prompt_tokens: Annotated[str | None, typer.Option(
-        help="N (fixed), LO,HI (uniform) or A,MAX (zipf).",
-        rich_help_panel=REQUESTS)] = None,
-    output_tokens: Annotated[str | None, typer.Option(
-        help="Output tokens, as --prompt-tokens.", rich_help_panel=REQUESTS)] = None,
-    trace: Annotated[str | None, typer.Option(
-        help="Shipped trace: arxiv, splitwise-conv or splitwise-code.",
-        rich_help_panel=REQUESTS)] = None,
-    csv: Annotated[Path | None, typer.Option(
-        help="Your requests: CSV of prompt_tokens, output_tokens[, arrival_s].",
-        rich_help_panel=REQUESTS)] = None,
     max_batch: Annotated[int, typer.Option(
         help="Max sequences per step.", rich_help_panel=ENGINE)] = 256,
     max_batch_tokens: Annotated[int | None, typer.Option(
         help="Token budget per step.", rich_help_panel=ENGINE)] = None,
     chunk_size: Annotated[int | None, typer.Option(
         help="Prefill chunk (sarathi/vllm-v1).", rich_help_panel=ENGINE)] = None,
+    qps: Annotated[float | None, typer.Option(
+        "--qps", "--request-rate", rich_help_panel=WORKLOAD,
+        help="Mean arrival rate, req/s: open loop (vLLM's --request-rate).")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "--max-concurrency", rich_help_panel=WORKLOAD,
+        help="Requests in flight, a closed loop: vLLM's --max-concurrency at its default "
+             "--request-rate inf. A rate capped by a concurrency is not modelled.")] = None,
+    num_requests: Annotated[int, typer.Option(
+        "--num-requests", "--num-prompts", rich_help_panel=WORKLOAD,
+        help="Requests to simulate (vLLM's --num-prompts).")] = 200,
+    seed: Annotated[int, typer.Option(help="Workload seed.", rich_help_panel=WORKLOAD)] = 0,
+    lengths: Annotated[str, typer.Option(
+        help="fixed, uniform, zipf, trace or csv.", rich_help_panel=REQUESTS)] = "fixed",
+    prompt_tokens: Annotated[str | None, typer.Option(
+        help="N (fixed), LO,HI (uniform) or A,MAX (zipf).", rich_help_panel=REQUESTS)] = None,
+    output_tokens: Annotated[str | None, typer.Option(
+        help="As --prompt-tokens.", rich_help_panel=REQUESTS)] = None,
+    trace: Annotated[str | None, typer.Option(
+        help="arxiv, splitwise-conv or splitwise-code.", rich_help_panel=REQUESTS)] = None,
+    csv: Annotated[Path | None, typer.Option(
+        help="CSV: prompt_tokens,output_tokens[,arrival_s].", rich_help_panel=REQUESTS)
+                   ] = None,
+    ttft_slo: Annotated[str | None, typer.Option(
+        help="TTFT SLO for goodput: 500ms, 0.5s (bare: seconds).",
+        rich_help_panel=SLOS)] = None,
+    tpot_slo: Annotated[str | None, typer.Option(
+        help="TPOT SLO for goodput: 50ms, 0.05s.", rich_help_panel=SLOS)] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Per-request table (.csv or .parquet).", rich_help_panel=OUTPUT)] = None,
+    json_out: Json = False,
+    format_out: Format = None,
+    weight_dtype: Annotated[str | None, typer.Option(
+        help="Weights, e.g. int4.", rich_help_panel=MOE)] = None,
+    kv_dtype: Annotated[str | None, typer.Option(
+        help="KV-cache dtype.", rich_help_panel=MOE)] = None,
+    ep: Annotated[int, typer.Option(
+        help="Expert-parallel degree of MoE layers (divides tp x attention-dp).",
+        rich_help_panel=MOE)] = 1,
+    attention_dp: Annotated[int, typer.Option(
+        help="Attention-DP ranks sharing an EP group (DeepSeek-style); each is a replica.",
+        rich_help_panel=MOE)] = 1,
+    expert_skew: Annotated[float, typer.Option(
+        help="Most loaded EP rank's routed tokens / the mean (1: balanced).",
+        rich_help_panel=MOE)] = DEFAULT_EXPERT_SKEW,
+    router: Annotated[str, typer.Option(
+        help="round-robin, least-outstanding or least-kv.", rich_help_panel=INTERNALS)
+                      ] = "round-robin",
     block_size: Annotated[int, typer.Option(
-        help="KV-cache tokens per block.", rich_help_panel=ENGINE)] = 16,
+        help="KV-cache tokens per block.", rich_help_panel=INTERNALS)] = 16,
     preemption: Annotated[str, typer.Option(
-        help="recompute or swap.", rich_help_panel=ENGINE)] = "recompute",
+        help="recompute or swap.", rich_help_panel=INTERNALS)] = "recompute",
     gpu_memory_utilization: Annotated[float, typer.Option(
-        help="Share of GPU memory used.", rich_help_panel=ENGINE)] = 0.9,
-    dtype: Annotated[str, typer.Option(help="Activation (and default weight) dtype.")] = "bf16",
-    weight_dtype: Annotated[str | None, typer.Option(help="Weights, e.g. int4.")] = None,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype.")] = None,
+        help="Share of GPU memory used.", rich_help_panel=INTERNALS)] = 0.9,
     activation_quant: Annotated[str, typer.Option(
         help="fp8/fp4 activation quantisation: fused (in the producing kernel, as engines "
-             "do) or separate (own kernels).", rich_help_panel=ENGINE)
-                                ] = "fused",
+             "do) or separate (own kernels).", rich_help_panel=INTERNALS)] = "fused",
     allreduce: Annotated[str, typer.Option(
         help="TP all-reduce: custom (engines' one-shot kernel) or nccl.",
-        rich_help_panel=ENGINE)] = "custom",
+        rich_help_panel=INTERNALS)] = "custom",
     host_overlap: Annotated[bool, typer.Option(
         help="CPU scheduling overlaps the GPU step (SGLang/TRT-LLM, vLLM async).",
-        rich_help_panel=FEATURES)] = False,
+        rich_help_panel=INTERNALS)] = False,
     prefix_cache: Annotated[bool, typer.Option(
         help="Automatic prefix caching of shared prompt content.",
-        rich_help_panel=FEATURES)] = False,
+        rich_help_panel=INTERNALS)] = False,
+    arrival: Annotated[str | None, typer.Option(
+        help="poisson, gamma, trace or closed_loop (default: by --qps/--concurrency).",
+        rich_help_panel=ARRIVALS)] = None,
+    cv: Annotated[float | None, typer.Option(
+        help="Gamma arrivals' coefficient of variation.", rich_help_panel=ARRIVALS)] = None,
     system_prompt_tokens: Annotated[int | None, typer.Option(
-        help="Tokens of a system prompt shared by every prompt.",
-        rich_help_panel=REQUESTS)] = None,
+        help="Tokens of a system prompt shared by every prompt.", rich_help_panel=CHATS)
+                                    ] = None,
     prompt_groups: Annotated[int, typer.Option(
-        help="Distinct system prompts (one per request, at random).",
-        rich_help_panel=REQUESTS)] = 1,
+        help="Distinct system prompts (one per request, at random).", rich_help_panel=CHATS)
+                             ] = 1,
     turns: Annotated[int | None, typer.Option(
         help="Chats of N turns: a prompt is the chat so far plus --prompt-tokens; --qps then "
-             "counts chats per second.",
-        rich_help_panel=REQUESTS)] = None,
+             "counts chats per second.", rich_help_panel=CHATS)] = None,
     think_s: Annotated[float, typer.Option(
-        help="Seconds before a user's next turn.", rich_help_panel=REQUESTS)] = 0.0,
+        help="Seconds before a user's next turn.", rich_help_panel=CHATS)] = 0.0,
     spec_k: Annotated[int, typer.Option(
         help="Draft tokens proposed per step (0: off).", rich_help_panel=SPEC)] = 0,
     spec_draft_model: Annotated[str | None, typer.Option(
@@ -124,38 +148,19 @@ def serve(
         rich_help_panel=DISAGG)] = None,
     colocate: Annotated[list[str] | None, typer.Option(
         help="More models on the same GPUs, each with a stream like the first (seeds seed+1, "
-             "...); memory split evenly.", rich_help_panel=COLOCATE)
-                        ] = None,
+             "...); memory split evenly.", rich_help_panel=COLOCATE)] = None,
     colocate_sharing: Annotated[str, typer.Option(
         help="time-slice (one model's step at a time) or mps (fixed equal partitions).",
         rich_help_panel=COLOCATE)] = "time-slice",
-    ttft_slo: Annotated[str | None, typer.Option(
-        help="TTFT SLO for goodput: 500ms, 0.5s (a bare number is seconds).",
-        rich_help_panel=SLOS)] = None,
-    tpot_slo: Annotated[str | None, typer.Option(
-        help="TPOT SLO for goodput: 50ms, 0.05s (a bare number is seconds).",
-        rich_help_panel=SLOS)] = None,
-    seed: Annotated[int, typer.Option(help="Workload seed.", rich_help_panel=WORKLOAD)] = 0,
-    out: Annotated[Path | None, typer.Option(
-        help="Per-request table (.csv or .parquet).", rich_help_panel=OUTPUT)] = None,
     trace_out: Annotated[Path | None, typer.Option(
-        help="Perfetto/Chrome-trace JSON file.", rich_help_panel=OUTPUT)] = None,
-    json_out: Annotated[bool, typer.Option(
-        "--json", help="Print JSON.", rich_help_panel=OUTPUT)] = False,
-    ep: Annotated[int, typer.Option(help="Expert-parallel degree of MoE layers (divides tp x "
-                                    "attention-dp).")] = 1,
-    attention_dp: Annotated[int, typer.Option(
-        help="Attention-DP ranks sharing an EP group (DeepSeek-style); each is a replica.")
-                            ] = 1,
-    expert_skew: Annotated[float, typer.Option(
-        help="Most loaded EP rank's routed tokens / the mean (1: balanced).")
-                           ] = DEFAULT_EXPERT_SKEW,
+        help="Perfetto/Chrome-trace JSON file.", rich_help_panel=Advanced.TRACE)] = None,
 ) -> None:
-    """TTFT, TPOT, E2E (mean/P50/P90/P99), throughput, goodput, preemptions and KV use."""
+    """Simulate serving under load: TTFT, TPOT, E2E, throughput, goodput, KV use."""
     request = ServeRequest.from_options(cli_options(locals()))
-    with progress_bar("serve: requests", json_out) as bar, reporting_progress(bar):
-        result = run(request)
-    emit(result, json_out, _print)
+    fmt = output_format(json_out, format_out)
+    with progress_bar("serve: requests", fmt == "json") as bar:
+        result = run(request, progress=bar)
+    emit(fmt, result.payload, lambda: _print(result))
 
 
 def _print(result: ServeResult) -> None:

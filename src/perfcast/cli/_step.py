@@ -10,20 +10,23 @@ import typer
 from perfcast.api import StepRequest, StepResult, run
 from perfcast.cli._common import (
     CalibrationOption,
+    FormatOption,
     JsonOption,
     KernelModelOption,
     cli_options,
     emit,
     guarded,
+    output_format,
 )
-from perfcast.cli._console import Table, in_panel, new_console
+from perfcast.cli._console import Advanced, Table, in_panel, new_console
 from perfcast.compose import Execution
 
 # Help panels after the model, hardware and batch (typer's "Options").
-PLAN, EXECUTION, KERNELS, OUTPUT = "Plan", "Execution", "Kernels", "Output"
+PLAN, EXECUTION, KERNELS, OUTPUT = "Plan", "Execution", Advanced.KERNELS, "Output"
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
+Format = in_panel(FormatOption, OUTPUT)
 
 
 @guarded
@@ -60,9 +63,13 @@ def step(
         help="Write a Chrome-trace/Perfetto JSON of the step here.",
         rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
+    format_out: Format = None,
 ) -> None:
     """Forecast one iteration: time, 90% interval and where the time goes."""
-    emit(run(StepRequest.from_options(cli_options(locals()))), json_out, _print)
+    request = StepRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    result = run(request)
+    emit(fmt, result.payload, lambda: _print(result))
 
 
 def _print(result: StepResult) -> None:

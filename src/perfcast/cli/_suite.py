@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from perfcast.cli._common import JsonOption, emit_json, guarded
+from perfcast.cli._common import FormatOption, JsonOption, emit, guarded, output_format
 from perfcast.cli._console import Table, new_console
 from perfcast.cli._progress import interrupted, progress_bar
 from perfcast.errors import InputError, check_output_folder, close_matches, writing
@@ -96,26 +96,29 @@ def suite(
     workers: Annotated[int, typer.Option(help="Processes (default: one per core).")] = 0,
     only: Annotated[str | None, typer.Option(help="Comma-separated scenario IDs, e.g. "
                                              "I1.1,X6.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the JSON report.")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Run the scenarios of SCENARIOS.md: coverage (supported / partial / unsupported), their
     target metrics, and a Markdown + JSON report."""
+    fmt = output_format(json_out, format_out)
     check_output_folder(out, "out")
     if workers < 0:
         raise InputError("workers", f"must be >= 0, got {workers}", "0 (one per core) or more")
     scenarios = _select(only)
     start = time.perf_counter()
-    results = _run_all(scenarios, workers, out, json_out)
+    results = _run_all(scenarios, workers, out, fmt == "json")
     wall_s = time.perf_counter() - start
     summary = suite_summary(results, wall_s)
     with writing(out, "out"):
         out.mkdir(parents=True, exist_ok=True)
         _write_atomic(out / "suite.json", json.dumps(summary, indent=2) + "\n")
         _write_atomic(out / "suite.md", suite_markdown(results, wall_s))
-    if json_out:
-        emit_json(summary)
-        return
-    counts = summary["counts"]
+    emit(fmt, lambda: summary, lambda: _print_suite(results, summary, out))
+
+
+def _print_suite(results: list[ScenarioResult], summary: dict, out: Path) -> None:
+    counts, wall_s = summary["counts"], summary["wall_s"]
     console = new_console()
     console.print(_table(results, "perfcast scenario suite"))
     console.print(f"{counts['supported']}/{len(results)} supported, {counts['partial']} "
@@ -131,14 +134,18 @@ def run(
     file: Annotated[Path, typer.Argument(help="A scenario YAML file (see the shipped ones: "
                                          "`perfcast suite` lists them).")],
     json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Run one scenario file: every variant, and whether each target metric was printed."""
+    fmt = output_format(json_out, format_out)
     scenario = load_scenario(file)
     result = run_scenario(scenario)
     summary = suite_summary([result])["results"][0]
-    if json_out:
-        emit_json(summary)
-        return
+    emit(fmt, lambda: summary, lambda: _print_run(scenario, result))
+
+
+def _print_run(scenario, result: ScenarioResult) -> None:
+    """The scenario's table; its runs' errors on stderr, and exit code 2 if there were any."""
     new_console().print(_table([result], f"{scenario.id}: {scenario.title}"))
     for run_name, msg in result.errors.items():
         new_console(stderr=True).print(f"error: {run_name}: {msg}", markup=False)

@@ -18,9 +18,15 @@ import pandas as pd
 import typer
 
 from perfcast import __version__
-from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for
-from perfcast.api._capacity import run_capacity
-from perfcast.cli._common import JsonOption, cli_options, emit, emit_json, guarded
+from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for, run
+from perfcast.cli._common import (
+    FormatOption,
+    JsonOption,
+    cli_options,
+    emit,
+    guarded,
+    output_format,
+)
 from perfcast.cli._console import Table, new_console
 from perfcast.cli._progress import interrupted, progress_bar
 from perfcast.errors import InputError, close_matches
@@ -141,7 +147,7 @@ def _run_points(points: list[dict[str, Any]], out: Path, backend: str, workers: 
     """`run_sweep` with the CLI's progress bar (when `show` and stderr is a terminal); on
     Ctrl-C, how many points are kept in `out` (the finished ones are, in parts/)."""
     try:
-        with progress_bar("sweep", json_out=not show) as bar:
+        with progress_bar("sweep", quiet=not show) as bar:
             return run_sweep(points, run_point, out, backend=backend, workers=workers,
                              progress=bar)
     except KeyboardInterrupt:
@@ -178,20 +184,24 @@ def sweep(
                        ] = None,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr.")] = True,
     json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Run a command over a grid of options; results to Parquet (query with `perfcast query`)."""
+    fmt = output_format(json_out, format_out)
     command, points, swept = sweep_points(scenario, command, sets or [], grids or [], variant)
-    frame = _run_points(points, out, choose_backend(ray), workers, progress and not json_out)
+    frame = _run_points(points, out, choose_backend(ray), workers, progress and fmt != "json")
     ok = int((frame.status == "ok").sum())
     shown = [*(f"in.{n}" for n in swept), "status", *_metric_columns(frame, command, metrics),
              *(["error"] if ok < len(frame) else [])]
     summary = {"points": len(frame), "ok": ok, "errors": len(frame) - ok,
                "computed": frame.attrs["computed"], "reused": frame.attrs["reused"]}
-    if json_out:
-        emit_json({"perfcast_version": __version__, "command": command,
-                   "results": frame.attrs["path"], **summary,
-                   "rows": _records(frame[["key", *shown]])})
-        return
+    emit(fmt, lambda: {"perfcast_version": __version__, "command": command,
+                       "results": frame.attrs["path"], **summary,
+                       "rows": _records(frame[["key", *shown]])},
+         lambda: _print_sweep(frame, shown, command, summary))
+
+
+def _print_sweep(frame: pd.DataFrame, shown: list[str], command: str, summary: dict) -> None:
     _print_frame(frame[shown], f"perfcast {command} sweep", SHOWN_ROWS)
     console = new_console()
     console.print(", ".join(f"{k} {v}" for k, v in summary.items()))
@@ -236,18 +246,21 @@ def query(
         help='SQL over the table `results`; quote dotted columns: SELECT "in.tp", '
              '"out.ttft_s" FROM results ORDER BY 2')] = "SELECT * FROM results",
     json_out: JsonOption = False,
-    csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV.")] = False,
+    format_out: FormatOption = None,
+    csv_out: Annotated[bool, typer.Option(
+        "--csv", help="Print the rows as CSV, values unformatted.")] = False,
 ) -> None:
     """DuckDB SQL over sweep results (the table is `results`)."""
-    if json_out and csv_out:
-        raise InputError("csv", "--json and --csv both given", "one of them")
+    fmt = output_format(json_out, format_out)
+    if csv_out and (json_out or format_out is not None):
+        raise InputError("csv", f"--csv and {'--json' if json_out else '--format'} both given",
+                         "one of them")
     frame = run_query(source, sql)
-    if json_out:
-        emit_json({"columns": [str(c) for c in frame.columns], "rows": _records(frame)})
-    elif csv_out:
+    if csv_out:
         frame.to_csv(sys.stdout, index=False)
-    else:
-        _print_frame(frame, f"{len(frame)} rows")
+        return
+    emit(fmt, lambda: {"columns": [str(c) for c in frame.columns], "rows": _records(frame)},
+         lambda: _print_frame(frame, f"{len(frame)} rows"))
 
 
 def _print_capacity(capacity: CapacityResult) -> None:
@@ -315,9 +328,11 @@ def capacity(
         help="Worker processes (default: the CPU count; 1 runs in this process).")] = None,
     ray: Annotated[bool, typer.Option("--ray", help="Run the candidates on Ray.")] = False,
     json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target QPS (X15)."""
     request = CapacityRequest.from_options(cli_options(locals()))
-    with progress_bar("capacity: candidates", json_out) as bar:
-        result = run_capacity(request, bar)
-    emit(result, json_out, _print_capacity)
+    fmt = output_format(json_out, format_out)
+    with progress_bar("capacity: candidates", fmt == "json") as bar:
+        result = run(request, progress=bar)
+    emit(fmt, result.payload, lambda: _print_capacity(result))

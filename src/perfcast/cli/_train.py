@@ -17,101 +17,105 @@ from perfcast.api import (
 )
 from perfcast.cli._common import (
     CalibrationOption,
+    FormatOption,
     JsonOption,
     KernelModelOption,
     cli_options,
     emit,
     guarded,
+    output_format,
 )
-from perfcast.cli._console import Table, in_panel, new_console
+from perfcast.cli._console import Advanced, Table, in_panel, new_console
+from perfcast.cli._progress import progress_bar
 from perfcast.cli._train_cnn import print_cnn
 
-# Help panels after the model and hardware (typer's "Options").
-PLAN, BATCH, MODES = "Plan", "Batch", "Modes: plan search, RLHF, memory"
-KERNELS, OUTPUT = "Kernels", "Output"
+# Help panels after the model and hardware (typer's "Options"); the advanced ones wait for
+# --help-all.
+PLAN, BATCH, OUTPUT = "Plan", "Batch", "Output"
+DETAILS, MODES, KERNELS = Advanced.PLAN_DETAILS, Advanced.MODES, Advanced.KERNELS
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
+Format = in_panel(FormatOption, OUTPUT)
 
 
 @guarded
 def train(
     model: Annotated[str | None, typer.Option(
-        help="Catalog model name or HF id, or a ResNet (resnet18..resnet152: DDP only).")
-                     ] = None,
+        help="Catalog model or HF id, or a ResNet (resnet18..resnet152: DDP only).")] = None,
     model_config: Annotated[str | None, typer.Option(help="Path to an HF config.json.")] = None,
     gpu: Annotated[str | None, typer.Option(help="Catalog GPU (nodes of 8 built around it).")
                    ] = None,
     cluster: Annotated[str | None, typer.Option(help="Cluster preset instead of --gpu.")] = None,
     num_gpus: Annotated[int | None, typer.Option(help="GPUs (= tp x pp x cp x dp).")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.", rich_help_panel=PLAN)] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline stages.", rich_help_panel=PLAN)] = 1,
-    dp: Annotated[int | None, typer.Option(help="Data-parallel degree (default: fills "
-                                           "--num-gpus).", rich_help_panel=PLAN)] = None,
-    ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE).",
-        rich_help_panel=PLAN)] = 1,
-    cp: Annotated[int, typer.Option(help="Context-parallel degree (ring attention).",
-        rich_help_panel=PLAN)] = 1,
-    sp: Annotated[bool, typer.Option(help="Megatron sequence parallelism (needs --tp > 1).",
-        rich_help_panel=PLAN)
-                  ] = False,
-    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, "
-                                      "SHARD_GRAD_OP = 2).", rich_help_panel=PLAN)] = 0,
-    schedule: Annotated[str, typer.Option(help="gpipe, 1f1b or interleaved-1f1b.",
-        rich_help_panel=PLAN)] = "1f1b",
-    virtual_stages: Annotated[int, typer.Option(help="Model chunks per stage "
-                                                "(interleaved-1f1b).", rich_help_panel=PLAN)] = 1,
-    micro_batch: Annotated[int, typer.Option(help="Sequences per micro-batch per DP rank.",
-        rich_help_panel=BATCH)
-                           ] = 1,
-    global_batch: Annotated[int | None, typer.Option(
-        help="Sequences per iteration, all DP ranks (default: one micro-batch per rank).",
-        rich_help_panel=BATCH)
-    ] = None,
-    seq_len: Annotated[int, typer.Option(help="Tokens per sequence (RLHF: per prompt).",
-        rich_help_panel=BATCH)
-                       ] = 2048,
-    recompute: Annotated[str, typer.Option(help="none, selective or full.",
-        rich_help_panel=BATCH)] = "none",
     dtype: Annotated[str | None, typer.Option(
         help="bf16, fp16, fp32 or fp8 (FP8 GEMMs); default bf16 (fp32 for CNNs).")] = None,
-    lora_rank: Annotated[int | None, typer.Option(help="LoRA rank on all linear layers.",
-        rich_help_panel=BATCH)
-                         ] = None,
-    expert_skew: Annotated[float, typer.Option(help="Most loaded EP rank / mean (MoE).",
-        rich_help_panel=PLAN)
-                           ] = 1.0,
-    sweep: Annotated[bool, typer.Option(help="Search every plan for --num-gpus; print the "
-                                        "fastest that fit.", rich_help_panel=MODES)] = False,
-    top: Annotated[int, typer.Option(help="Plans to print with --sweep.",
-        rich_help_panel=MODES)] = 10,
-    rlhf: Annotated[bool, typer.Option(help="One RLHF PPO step: generation, scoring, actor "
-                                       "and critic training.", rich_help_panel=MODES)] = False,
-    response_tokens: Annotated[int, typer.Option(help="RLHF: generated tokens per prompt.",
-        rich_help_panel=MODES)
-                               ] = 256,
-    generation_tp: Annotated[int, typer.Option(help="RLHF: GPUs per generation replica.",
-        rich_help_panel=MODES)
-                             ] = 1,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.", rich_help_panel=PLAN)] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline stages.", rich_help_panel=PLAN)] = 1,
+    dp: Annotated[int | None, typer.Option(
+        help="Data-parallel degree (default: fills --num-gpus).", rich_help_panel=PLAN)] = None,
+    zero: Annotated[int, typer.Option(
+        help="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2).",
+        rich_help_panel=PLAN)] = 0,
+    schedule: Annotated[str, typer.Option(
+        help="gpipe, 1f1b or interleaved-1f1b.", rich_help_panel=PLAN)] = "1f1b",
+    sweep: Annotated[bool, typer.Option(
+        help="Search every plan for --num-gpus; print the fastest that fit.",
+        rich_help_panel=PLAN)] = False,
+    top: Annotated[int, typer.Option(help="Plans --sweep prints.", rich_help_panel=PLAN)] = 10,
+    micro_batch: Annotated[int, typer.Option(
+        help="Sequences per micro-batch per DP rank.", rich_help_panel=BATCH)] = 1,
+    global_batch: Annotated[int | None, typer.Option(
+        help="Sequences per iteration (default: a micro-batch per DP rank).",
+        rich_help_panel=BATCH)] = None,
+    seq_len: Annotated[int, typer.Option(
+        help="Tokens per sequence (RLHF: per prompt).", rich_help_panel=BATCH)] = 2048,
+    recompute: Annotated[str, typer.Option(
+        help="none, selective or full.", rich_help_panel=BATCH)] = "none",
+    json_out: Json = False,
+    format_out: Format = None,
+    ep: Annotated[int, typer.Option(
+        help="Expert-parallel degree (MoE).", rich_help_panel=DETAILS)] = 1,
+    expert_skew: Annotated[float, typer.Option(
+        help="Most loaded EP rank / mean (MoE).", rich_help_panel=DETAILS)] = 1.0,
+    cp: Annotated[int, typer.Option(
+        help="Context-parallel degree (ring attention).", rich_help_panel=DETAILS)] = 1,
+    sp: Annotated[bool, typer.Option(
+        help="Megatron sequence parallelism (needs --tp > 1).", rich_help_panel=DETAILS)
+                  ] = False,
+    virtual_stages: Annotated[int, typer.Option(
+        help="Model chunks per stage (interleaved-1f1b).", rich_help_panel=DETAILS)] = 1,
+    lora_rank: Annotated[int | None, typer.Option(
+        help="LoRA rank on all linear layers.", rich_help_panel=DETAILS)] = None,
+    rlhf: Annotated[bool, typer.Option(
+        help="One RLHF PPO step: generation, scoring, actor and critic training.",
+        rich_help_panel=MODES)] = False,
+    response_tokens: Annotated[int, typer.Option(
+        help="RLHF: generated tokens per prompt.", rich_help_panel=MODES)] = 256,
+    generation_tp: Annotated[int, typer.Option(
+        help="RLHF: GPUs per generation replica.", rich_help_panel=MODES)] = 1,
+    allow_oom: Annotated[bool, typer.Option(
+        help="Print the forecast of a plan that does not fit in memory (with fits: false and "
+             "the memory breakdown) instead of refusing it.", rich_help_panel=MODES)] = False,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
     stack: Annotated[str, typer.Option(
         help="Training software stack: none (the calibrated kernels as benchmarked) or "
              "llm-foundry (MosaicML's PyTorch FSDP stack: kernel-time factors fitted on its "
              "measured runs, A100/Ampere and H100/Hopper).", rich_help_panel=KERNELS)] = "none",
-    allow_oom: Annotated[bool, typer.Option(
-        help="Print the forecast of a plan that does not fit in memory (with fits: false and "
-             "the memory breakdown) instead of refusing it.", rich_help_panel=MODES)] = False,
     trace_out: Annotated[Path | None, typer.Option(
         help="Write a Chrome-trace/Perfetto JSON of the iteration here (per stage: forward/"
              "backward micro-batches, p2p receives; then gradient reduction, optimizer).",
-        rich_help_panel=OUTPUT)
-    ] = None,
-    json_out: Json = False,
+        rich_help_panel=Advanced.TRACE)] = None,
 ) -> None:
     """Forecast one training iteration: time, tokens/s, MFU, memory per GPU and where the
-    time goes (compute, exposed communication per kind, pipeline bubble, optimizer)."""
-    emit(run(TrainRequest.from_options(cli_options(locals()))), json_out, _print)
+    time goes (compute, exposed communication, pipeline bubble, optimizer)."""
+    request = TrainRequest.from_options(cli_options(locals()))
+    fmt = output_format(json_out, format_out)
+    quiet = fmt == "json" or not request.search.sweep  # only a plan search takes seconds
+    with progress_bar("train --sweep: plans", quiet) as bar:
+        result = run(request, progress=bar)
+    emit(fmt, result.payload, lambda: _print(result))
 
 
 def _print(result: TrainResult | TrainSweepResult | RLHFResult | CNNTrainResult) -> None:

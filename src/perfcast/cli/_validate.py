@@ -14,11 +14,16 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from perfcast.cli._common import emit_json, guarded
+from perfcast.cli._common import FormatOption, JsonOption, emit, guarded, output_format
 from perfcast.cli._console import Table, new_console, rule
-from perfcast.cli._progress import INTERRUPTED_EXIT, interrupted, progress_bar
+from perfcast.cli._progress import (
+    INTERRUPTED_EXIT,
+    ProgressFn,
+    interrupted,
+    progress_bar,
+    progress_stage,
+)
 from perfcast.validate import (
     KERNEL_CHECK_SPLITS,
     MODEL_TARGET_MAPE,
@@ -39,12 +44,9 @@ KERNEL_METHODS = ("roofline", "cross_generation", "target_measured")
 NO_REPORTS = ("training",)  # checks `validate all` runs without an --out sub-folder
 
 
-def _emit(report: ValidationReport, json_out: bool, printer) -> None:
-    """`--json`: the report's payload; else the command's tables (on stdout)."""
-    if json_out:
-        emit_json(report.payload())
-    else:
-        printer(report, new_console())
+def _emit(report: ValidationReport, fmt: str, printer) -> None:
+    """The report's payload as JSON, or the command's tables (on stdout) in `fmt`."""
+    emit(fmt, report.payload, lambda: printer(report, new_console()))
 
 
 @contextmanager
@@ -58,6 +60,14 @@ def _interruptible(out: Path | None) -> Iterator[None]:
             raise
         interrupted(f"nothing written to {out}/ (a check writes its reports when it "
                     "finishes); rerun the same command")
+
+
+@contextmanager
+def _running(label: str, out: Path | None, quiet: bool) -> Iterator[ProgressFn | None]:
+    """Around one check: its progress bar (None when `quiet`, i.e. JSON, or off a terminal)
+    and what Ctrl-C says (`_interruptible`)."""
+    with _interruptible(out), progress_bar(label, quiet) as bar:
+        yield bar
 
 
 def _pct(fraction: float) -> str:
@@ -113,17 +123,15 @@ def kernels(
                                          "<family>/<dtype scheme> (gemm/fp8, gemm/w-int4, "
                                          "attn_decode/bf16/kv-fp8, ...) and "
                                          "moe/<routing distribution>.")] = "family",
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured."""
-    with _interruptible(out):
+    fmt = output_format(json_out, format_out)
+    with _running("kernels: held-out devices", out, fmt == "json") as bar:
         report = kernels_report(split, quick, train_rows, test_rows, out, seed, by,
-                                progress=_kernels_progress)
-    _emit(report, json_out, _print_kernels)
-
-
-def _kernels_progress(message: str) -> None:
-    new_console(stderr=True).print(f"[dim]fit/test {escape(message)}[/dim]")
+                                progress=bar)
+    _emit(report, fmt, _print_kernels)
 
 
 def _print_kernels(report: ValidationReport, out: Console) -> None:
@@ -163,12 +171,14 @@ def models_cmd(
                    ] = None,
     per_op: Annotated[bool, typer.Option(help="Also check kernel families inside a layer.")
                       ] = True,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Whole-model forecasts against measured model times, beside the baselines."""
-    with _interruptible(out):
-        report = models_report(out, per_op)
-    _emit(report, json_out, _print_models)
+    fmt = output_format(json_out, format_out)
+    with _running("models: configurations", out, fmt == "json") as bar:
+        report = models_report(out, per_op, progress=bar)
+    _emit(report, fmt, _print_models)
 
 
 def _print_models(report: ValidationReport, out: Console) -> None:
@@ -202,13 +212,15 @@ def serving_cmd(
              "choices made while looking at that sample).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for serving.md / serving.csv.")
                    ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Median and P90 APE of TTFT and of TPOT against measured serving benchmarks."""
-    with _interruptible(out), progress_bar(f"serving ({mode}): points", json_out) as bar:
+    fmt = output_format(json_out, format_out)
+    with _running(f"serving ({mode}): points", out, fmt == "json") as bar:
         report = serving_report(method, points_per_group, seed, arch, mode, by, exclude_seed,
                                 out, progress=bar)
-    _emit(report, json_out, _print_serving)
+    _emit(report, fmt, _print_serving)
 
 
 def _print_serving(report: ValidationReport, out: Console) -> None:
@@ -234,10 +246,14 @@ def training_cmd(
     by: Annotated[str, typer.Option(
         help="Group errors per device, per GPU-count bucket (scale) or per model.")
                   ] = "device",
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """MAPE of tokens/s and MFU against MosaicML's measured MPT training grid (216 runs)."""
-    _emit(training_report(method, split, by), json_out, _print_training)
+    fmt = output_format(json_out, format_out)
+    with _running("training: points", None, fmt == "json") as bar:
+        report = training_report(method, split, by, progress=bar)
+    _emit(report, fmt, _print_training)
 
 
 def _print_training(report: ValidationReport, out: Console) -> None:
@@ -257,12 +273,14 @@ def collectives_cmd(
         "--table7", help="Also the 8-GPU measured-vs-forecast seconds table.")] = False,
     out: Annotated[Path | None, typer.Option(
         help="Directory for collectives.md / collectives.csv.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
 ) -> None:
     """Collective MAPE per split x device x collective/size regime, beside two baselines."""
-    with _interruptible(out):
-        report = collectives_report(split, table7, out)
-    _emit(report, json_out, _print_collectives)
+    fmt = output_format(json_out, format_out)
+    with _running("collectives: splits", out, fmt == "json") as bar:
+        report = collectives_report(split, table7, out, progress=bar)
+    _emit(report, fmt, _print_collectives)
 
 
 def _print_collectives(report: ValidationReport, out: Console) -> None:
@@ -303,16 +321,30 @@ def all_cmd(
         return None if out is None else out / name
 
     finished: list[str] = []
+    checks = _all_checks(quick, sub)
     try:
-        for name, title, check in _all_checks(quick, sub):
+        for i, (name, title, check) in enumerate(checks, start=1):
             rule(title, stderr=True)
-            check()
+            with progress_stage(f"{i}/{len(checks)} "), _reportless(name, out):
+                check()
             finished.append(name)
     except typer.Exit as exc:
         if exc.exit_code == INTERRUPTED_EXIT and out is not None and finished:
             typer.echo(f"kept: the finished checks' reports in {out}/: "
                        + ", ".join(n for n in finished if n not in NO_REPORTS), err=True)
         raise
+
+
+@contextmanager
+def _reportless(name: str, out: Path | None) -> Iterator[None]:
+    """Ctrl-C in a check `validate all --out` runs without a folder of its own (training):
+    `interrupted`, like the others (their `_interruptible` says it for their folder)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if out is None or name not in NO_REPORTS:
+            raise
+        interrupted(f"{name} writes no reports; rerun the same command")
 
 
 def _all_checks(quick: bool, sub) -> list[tuple[str, str, Callable[[], None]]]:

@@ -4,6 +4,10 @@ measurement-store schema (`STORE_COLUMNS`), so the same cost model can be fitted
 FLOP and byte counts follow perfcast.ops conventions (see `family_cost`), not what numpy
 actually moves: a numpy GELU makes several passes over memory, but the model's activation
 kernel reads x once and writes y once, and the measurement is what that kernel costs here.
+
+Every sweep times its shapes one by one (`_timed`): a caller's `progress(done, total)` hears
+of each row, and Ctrl-C raises `SweepInterrupted` carrying the rows timed before it, so the
+caller can keep them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,10 +31,11 @@ import pandas as pd
 from perfcast.errors import InputError
 from perfcast.measure._cpu import CPU_DEVICE_NAME, _median_ns
 from perfcast.measure._schema import STORE_COLUMNS, check_measurements
+from perfcast.progress import ProgressFn
 from perfcast.specs import bytes_per_element, get_device
 
-__all__ = ["FAMILIES", "THREAD_ENV_VARS", "blas_description", "family_cost", "run_cpu_sweep",
-           "run_gpu_sweep", "sweep_shapes"]
+__all__ = ["FAMILIES", "THREAD_ENV_VARS", "SweepInterrupted", "blas_description",
+           "family_cost", "run_cpu_sweep", "run_gpu_sweep", "sweep_shapes"]
 
 FAMILIES = ("gemm", "elementwise", "activation", "softmax", "norm")
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -152,6 +159,31 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return check_measurements(pd.DataFrame(rows, columns=list(STORE_COLUMNS)), "sweep")
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep: `rows`, the rows timed before it (store schema), of `planned`;
+    `path`, where a caller saved them (None: nowhere). Still a KeyboardInterrupt: a caller
+    that only stops needs nothing new."""
+
+    def __init__(self, rows: pd.DataFrame, planned: int, path: Path | None = None) -> None:
+        super().__init__(f"{len(rows)} of {planned} rows timed")
+        self.rows, self.planned, self.path = rows, planned, path
+
+
+def _timed(cases: Sequence[Callable[[], dict[str, Any]]], progress: ProgressFn | None
+           ) -> pd.DataFrame:
+    """Each case's row, in order, `progress(done, total)` after each; Ctrl-C raises
+    SweepInterrupted with the rows finished before it."""
+    rows: list[dict[str, Any]] = []
+    try:
+        for case in cases:
+            rows.append(case())
+            if progress is not None:
+                progress(len(rows), len(cases))
+    except KeyboardInterrupt:
+        raise SweepInterrupted(_frame(rows), len(cases)) from None
+    return _frame(rows)
+
+
 # ---------------------------------------------------------------- CPU (numpy)
 
 
@@ -249,19 +281,21 @@ def _cpu_kernel(family: str, m: int, n: int, k: int,
     raise InputError("family", f"unknown family {family!r}", FAMILIES)
 
 
-def _cpu_sweep(plan: dict[str, list[Shape]], repeats: int, seed: int) -> pd.DataFrame:
+def _cpu_row(family: str, shape: Shape, rng: np.random.Generator, repeats: int,
+             source_file: str) -> dict[str, Any]:
+    """One shape's kernel built on seeded data and timed: its store row."""
+    m, n, k = shape
+    latency = _time_cpu(_cpu_kernel(family, m, n, k, rng), repeats)
+    return _row(source_file=source_file, device=CPU_DEVICE_NAME, family=family, dtype="fp32",
+                m=m, n=n, k=k, timing="cpu_wallclock", latency_s=latency)
+
+
+def _cpu_sweep(plan: dict[str, list[Shape]], repeats: int, seed: int,
+               progress: ProgressFn | None = None) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     source_file = f"perfcast measure ({blas_description()}, 1 thread)"
-    rows = []
-    for family, shapes in plan.items():
-        for m, n, k in shapes:
-            kernel = _cpu_kernel(family, m, n, k, rng)
-            latency = _time_cpu(kernel, repeats)
-            rows.append(_row(source_file=source_file, device=CPU_DEVICE_NAME, family=family,
-                             dtype="fp32", m=m, n=n, k=k, timing="cpu_wallclock",
-                             latency_s=latency))
-            del kernel
-    return _frame(rows)
+    return _timed([partial(_cpu_row, family, shape, rng, repeats, source_file)
+                   for family, shapes in plan.items() for shape in shapes], progress)
 
 
 def _sweep_in_single_thread_subprocess(plan: dict[str, list[Shape]], repeats: int,
@@ -285,7 +319,8 @@ def _sweep_in_single_thread_subprocess(plan: dict[str, list[Shape]], repeats: in
 
 def run_cpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
                   families: Iterable[str] | None = None,
-                  shapes: Mapping[str, Sequence[Sequence[int]]] | None = None) -> pd.DataFrame:
+                  shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
+                  progress: ProgressFn | None = None) -> pd.DataFrame:
     """Time the perfcast op families with numpy on one CPU thread; rows in STORE_COLUMNS.
 
     Every row is fp32 on device 'local-cpu', timing 'cpu_wallclock': the median over `repeats`
@@ -293,15 +328,25 @@ def run_cpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
     least 0.2 ms per repeat) after one warm-up call. BLAS is held to one thread with
     threadpoolctl (or, without it, by running in a subprocess with OMP/OPENBLAS/MKL_NUM_THREADS
     = 1). `families` and `shapes` ({family: [(m, n, k), ...]}) narrow the sweep; by default it
-    runs `sweep_shapes(quick, seed)`. Quick: ~5 s on one core; full: ~1-2 minutes."""
+    runs `sweep_shapes(quick, seed)`. Quick: ~5 s on one core; full: ~1-2 minutes.
+    `progress(done, total)` is called after each row (in the subprocess fallback, once at
+    the end); Ctrl-C raises SweepInterrupted with the rows timed so far (none in the
+    fallback, whose child is stopped too)."""
     _check_repeats(repeats)
     plan = _select(families, shapes, quick, seed, gpu=False)
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
-        return _sweep_in_single_thread_subprocess(plan, repeats, seed)
+        planned = sum(len(v) for v in plan.values())
+        try:
+            rows = _sweep_in_single_thread_subprocess(plan, repeats, seed)
+        except KeyboardInterrupt:
+            raise SweepInterrupted(_frame([]), planned) from None
+        if progress is not None:
+            progress(len(rows), planned)
+        return rows
     with threadpool_limits(limits=1):
-        return _cpu_sweep(plan, repeats, seed)
+        return _cpu_sweep(plan, repeats, seed, progress)
 
 
 # ---------------------------------------------------------------- GPU (torch, optional)
@@ -318,12 +363,14 @@ def run_gpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
                   families: Iterable[str] | None = None,
                   shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
                   gemm_dtypes: Sequence[str] = ("fp32", "fp16", "bf16"),
-                  vector_dtypes: Sequence[str] = ("fp32", "bf16")) -> pd.DataFrame:
+                  vector_dtypes: Sequence[str] = ("fp32", "bf16"),
+                  progress: ProgressFn | None = None) -> pd.DataFrame:
     """The same families on the current CUDA GPU with torch (imported lazily; not a perfcast
     dependency): one eager kernel between CUDA events, median of `repeats` after warm-up,
     timing 'cuda_event'. fp32 GEMMs run without TF32. The device column is the catalog name
     when `get_device` resolves the GPU's name, else the raw name. InputError without torch or
-    a GPU."""
+    a GPU. `progress(done, total)` is called after each row; Ctrl-C raises SweepInterrupted
+    with the rows timed so far."""
     _check_repeats(repeats)
     try:
         import torch
@@ -378,19 +425,21 @@ def run_gpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
             samples.append(start.elapsed_time(end) / 1e3)
         return statistics.median(samples)
 
-    rows = []
+    def row(family: str, dtype: str, shape: Shape, last: bool) -> dict[str, Any]:
+        m, n, k = shape
+        latency = time_gpu(kernel(family, m, n, k, torch_dtypes[dtype]))
+        if last:  # of its family and dtype: their tensors are freed
+            torch.cuda.empty_cache()
+        return _row(source_file=source_file, device=device, family=family, dtype=dtype,
+                    m=m, n=n, k=k, timing="cuda_event", latency_s=latency)
+
+    cases = [partial(row, family, dtype, shape, i == len(family_shapes) - 1)
+             for family, family_shapes in plan.items()
+             for dtype in (gemm_dtypes if family == "gemm" else vector_dtypes)
+             for i, shape in enumerate(family_shapes)]
     allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        for family, family_shapes in plan.items():
-            for dtype in gemm_dtypes if family == "gemm" else vector_dtypes:
-                for m, n, k in family_shapes:
-                    call = kernel(family, m, n, k, torch_dtypes[dtype])
-                    rows.append(_row(source_file=source_file, device=device, family=family,
-                                     dtype=dtype, m=m, n=n, k=k, timing="cuda_event",
-                                     latency_s=time_gpu(call)))
-                    del call
-                torch.cuda.empty_cache()
+        return _timed(cases, progress)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    return _frame(rows)

@@ -16,6 +16,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,9 @@ import pandas as pd
 
 from perfcast.errors import InputError, close_matches
 from perfcast.measure._cpu import CPU_DEVICE_NAME
-from perfcast.measure._harness import _check_repeats, _frame, _odd_size
+from perfcast.measure._harness import _check_repeats, _odd_size, _timed
 from perfcast.measure._schema import STORE_COLUMNS
+from perfcast.progress import ProgressFn
 
 __all__ = ["TORCH_EXTRA", "TORCH_OPS", "measure_torch_dispatch_s", "run_torch_cpu_sweep",
            "time_torch_call", "torch_kernel", "torch_sweep_shapes"]
@@ -321,33 +323,35 @@ def measure_torch_dispatch_s(repeats: int = 7, inner: int = 2000) -> float:
     return statistics.median(samples[1:]) / 1e9
 
 
+def _torch_row(op: str, shape: Sequence[int], gen: Any, repeats: int, source_file: str
+               ) -> dict[str, Any]:
+    """One sweep point's kernel built and timed: its store row."""
+    fn, coords = torch_kernel(op, shape, gen)
+    latency = time_torch_call(fn, repeats)
+    row: dict[str, Any] = dict.fromkeys(STORE_COLUMNS, 0.0)
+    row.update(source="local", source_file=source_file, split="", device=CPU_DEVICE_NAME,
+               family=TORCH_OPS[op], op=op, dtype="fp32", weight_dtype="fp32", kv_dtype="",
+               timing="cpu_wallclock", latency_s=latency,
+               **{c: float(v) for c, v in coords.items()})
+    return row
+
+
 def run_torch_cpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
-                        ops: Iterable[str] | Mapping[str, Sequence[Sequence[int]]] | None = None
-                        ) -> pd.DataFrame:
+                        ops: Iterable[str] | Mapping[str, Sequence[Sequence[int]]] | None = None,
+                        progress: ProgressFn | None = None) -> pd.DataFrame:
     """Time the eager-vocabulary kernels with torch on one CPU thread; rows in STORE_COLUMNS
     (device 'local-cpu', fp32, timing 'cpu_wallclock': median over `repeats` of the mean
     per-call wall time, after warm-up). `ops` narrows the sweep to some op names, or gives
     {op: [shape, ...]} (shape tuples as in `torch_sweep_shapes`). Quick: ~10 s; full: about
-    1-2 minutes on one core. InputError when torch is not installed."""
+    1-2 minutes on one core. InputError when torch is not installed. `progress(done, total)`
+    is called after each row; Ctrl-C raises SweepInterrupted with the rows timed so far."""
     _check_repeats(repeats)
     plan = _plan(ops, quick, seed)
     torch = _import_torch()
     source_file = f"perfcast measure (torch {torch.__version__} eager, 1 thread)"
-    rows = []
     with _OneThread():
         _prime_allocator()
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
-            for op, shapes in plan.items():
-                for shape in shapes:
-                    fn, coords = torch_kernel(op, shape, gen)
-                    latency = time_torch_call(fn, repeats)
-                    del fn
-                    row: dict[str, Any] = dict.fromkeys(STORE_COLUMNS, 0.0)
-                    row.update(source="local", source_file=source_file, split="",
-                               device=CPU_DEVICE_NAME, family=TORCH_OPS[op], op=op,
-                               dtype="fp32", weight_dtype="fp32", kv_dtype="",
-                               timing="cpu_wallclock", latency_s=latency,
-                               **{c: float(v) for c, v in coords.items()})
-                    rows.append(row)
-    return _frame(rows)
+            return _timed([partial(_torch_row, op, shape, gen, repeats, source_file)
+                           for op, shapes in plan.items() for shape in shapes], progress)

@@ -8,10 +8,6 @@ one at a time from the workload; a closed loop submits the next request when one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-
 import numpy as np
 import pandas as pd
 
@@ -19,6 +15,7 @@ from perfcast.comm import CustomAllReduce, RingAlphaBeta
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, default_time_model
+from perfcast.progress import current as current_progress
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._cost import StepCost
 from perfcast.serve._events import EventQueue
@@ -32,26 +29,10 @@ from perfcast.serve._step_model import StepTimeModel
 from perfcast.serve._stepper import Stepper
 from perfcast.specs import Cluster
 
-__all__ = ["reporting_progress", "simulate", "step_model_for"]
+__all__ = ["simulate", "step_model_for"]
 
 STEP_END, ARRIVAL, WAKE = 0, 1, 2
 REPORT_EVERY = 1000  # completed requests between two progress reports
-_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("serve_progress",
-                                                                      default=None)
-
-
-@contextmanager
-def reporting_progress(progress: Callable[[int, int], None] | None) -> Iterator[None]:
-    """Within the block, every `simulate` calls `progress(completed, requests)` each
-    REPORT_EVERY completed requests and at the end: a face can show a 2M-request run
-    moving without every caller between it and the engine passing a callback along."""
-    token = _PROGRESS.set(progress)
-    try:
-        yield
-    finally:
-        _PROGRESS.reset(token)
-
-
 def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = None,
                    cluster: Cluster | None = None) -> ServingStepModel:
     """The step-time model of one replica (reuse it across simulations of one deployment);
@@ -128,7 +109,7 @@ class _Simulation:
 
     def run(self) -> ServeResult:
         self.begin()
-        q, report = self.queue, _PROGRESS.get()
+        q, report = self.queue, current_progress()
         if report is None:
             while len(q):
                 self.handle(*q.pop())

@@ -1,13 +1,22 @@
 """The shipped catalogs: GPUs, CPU targets, cluster presets and model configs, looked up by
-forgiving names."""
+forgiving names.
+
+Every name or alias names exactly one entry. A short name that fits several entries (`A100`:
+SXM4 or PCIe, 40 or 80 GB) is declared in its file's `ambiguous` section with its candidates
+and refused with all of them listed, never resolved to one silently. Both rules are checked
+when a catalog loads.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -34,10 +43,63 @@ def _read_json(name: str) -> Any:
     return json.loads((_DATA / name).read_text())
 
 
-def _resolve(kind: str, name: str, index: dict[str, str], names: list[str]) -> str:
-    hit = index.get(_key(name))
+@dataclass(frozen=True)
+class _Names:
+    """One catalog's lookup keys: the entry each name or alias names, and the candidates of
+    each declared ambiguous name."""
+
+    index: Mapping[str, str]
+    ambiguous: Mapping[str, tuple[str, ...]]
+
+    def find(self, field: str, name: str) -> str | None:
+        """The canonical name, None when unknown; an ambiguous name is refused listing every
+        candidate."""
+        candidates = self.ambiguous.get(_key(name))
+        if candidates is not None:
+            raise InputError(field, f"{name.strip()!r} is ambiguous: {', '.join(candidates)}"
+                             " (give one of these full names)")
+        return self.index.get(_key(name))
+
+    def near(self, name: str, n: int = 6) -> list[str]:
+        """Entries whose names, aliases or ambiguous short names are closest to a misspelt
+        one, best first (an ambiguous name brings all its candidates)."""
+        keys = [*self.index, *self.ambiguous]
+        hits = close_matches(_key(name), keys, n=n)
+        found = [e for k in hits for e in self.ambiguous.get(k, (self.index.get(k),))]
+        return list(dict.fromkeys(found))
+
+
+def _names(source: str, entries: Iterable[tuple[str, list[str]]],
+           ambiguous: Mapping[str, list[str]]) -> _Names:
+    """The lookup keys of (name, aliases) rows and the declared ambiguous names, refused on
+    load when a key names two entries, or an ambiguous name is also a name or alias, or lists
+    fewer than two candidates or one that is not an entry."""
+    index: dict[str, str] = {}
+    for name, aliases in entries:
+        for alias in [name, *aliases]:
+            owner = index.setdefault(_key(alias), name)
+            if owner != name:
+                raise InputError(f"{source}:{name}.aliases", f"{alias!r} also names {owner}",
+                                 "one entry per name; shared names go under `ambiguous`")
+    declared: dict[str, tuple[str, ...]] = {}
+    known = set(index.values())
+    for name, candidates in ambiguous.items():
+        field = f"{source}:ambiguous.{name}"
+        if _key(name) in index or _key(name) in declared:
+            raise InputError(field, f"{name!r} is also an entry's name or alias, or declared "
+                             "twice", "a name no entry answers to, declared once")
+        unknown = [c for c in candidates if c not in known]
+        if unknown or len(set(candidates)) < 2:
+            raise InputError(field, f"candidates {candidates} must be two or more catalog "
+                             f"entries (unknown: {unknown})", sorted(known))
+        declared[_key(name)] = tuple(candidates)
+    return _Names(MappingProxyType(index), MappingProxyType(declared))
+
+
+def _resolve(kind: str, name: str, names: _Names, canonical: list[str]) -> str:
+    hit = names.find(kind, name)
     if hit is None:
-        hint = close_matches(name, names) or names[:8]
+        hint = close_matches(name, canonical) or canonical[:8]
         raise InputError(kind, f"unknown {kind} {name!r}; did you mean {', '.join(hint)}?",
                          f"`perfcast {'models' if kind == 'model' else 'hardware list'}`")
     return hit
@@ -72,18 +134,16 @@ def _cpu_entry(entry: dict) -> tuple[Device, CpuCores]:
 
 
 @cache
-def _devices() -> tuple[dict[str, Device], dict[str, str]]:
-    devices, index = {}, {}
-    for entry in _read_json("gpus.json")["devices"]:
-        device = Device(**entry["device"])
-        devices[device.name] = device
-        for alias in [device.name, *entry["aliases"]]:
-            index[_key(alias)] = device.name
+def _devices() -> tuple[dict[str, Device], _Names]:
+    """GPUs and CPU targets share one namespace (the `gpu` option takes either)."""
+    gpus = _read_json("gpus.json")
+    devices = {d.name: d for d in (Device(**e["device"]) for e in gpus["devices"])}
+    rows = [(e["device"]["name"], e["aliases"]) for e in gpus["devices"]]
     for name, (device, _, aliases) in _cpus().items():
         devices[name] = device
-        for alias in [name, *aliases]:
-            index[_key(alias)] = name
-    return devices, index
+        rows.append((name, aliases))
+    ambiguous = {**gpus["ambiguous"], **_read_json("cpus.json")["ambiguous"]}
+    return devices, _names("gpus.json+cpus.json", rows, ambiguous)
 
 
 @cache
@@ -99,11 +159,11 @@ def _cpus() -> dict[str, tuple[Device, CpuCores, list[str]]]:
 def _resolve_device(name: str) -> str:
     """The canonical name of a catalog GPU or CPU. A miss names both kinds and suggests the
     closest names and aliases of either (field `gpu`, the CLI option that takes it)."""
-    devices, index = _devices()
-    hit = index.get(_key(name))
+    devices, names = _devices()
+    hit = names.find("gpu", name)
     if hit is not None:
         return hit
-    hint = list(dict.fromkeys(index[k] for k in close_matches(_key(name), index, n=6)))[:3]
+    hint = names.near(name)[:3]
     cpus = list(_cpus())
     gpus = [d for d in devices if d not in cpus]
     hint = hint or [*gpus[:4], *cpus[:2]]
@@ -126,18 +186,17 @@ def device_names() -> list[str]:
 
 
 def get_device(name: str) -> Device:
-    """A catalog GPU or CPU target by name or alias (`h100-sxm`, `H100`, `epyc-9654`)."""
+    """A catalog GPU or CPU target by name or alias (`h100-sxm`, `NVIDIA H100 80GB HBM3`,
+    `epyc-9654`); an ambiguous short name (`H100`) is refused listing its candidates."""
     return _devices()[0][_resolve_device(name)]
 
 
 @cache
-def _clusters() -> tuple[dict[str, dict], dict[str, str]]:
-    presets, index = {}, {}
-    for entry in _read_json("clusters.json")["clusters"]:
-        presets[entry["name"]] = entry
-        for alias in [entry["name"], *entry["aliases"]]:
-            index[_key(alias)] = entry["name"]
-    return presets, index
+def _clusters() -> tuple[dict[str, dict], _Names]:
+    data = _read_json("clusters.json")
+    presets = {entry["name"]: entry for entry in data["clusters"]}
+    rows = [(name, entry["aliases"]) for name, entry in presets.items()]
+    return presets, _names("clusters.json", rows, data["ambiguous"])
 
 
 def cluster_names() -> list[str]:
@@ -146,8 +205,8 @@ def cluster_names() -> list[str]:
 
 def get_cluster(name: str, num_gpus: int | None = None) -> Cluster:
     """A preset node type, scaled to enough nodes for `num_gpus`."""
-    presets, index = _clusters()
-    entry = dict(presets[_resolve("cluster", name, index, list(presets))])
+    presets, names = _clusters()
+    entry = dict(presets[_resolve("cluster", name, names, list(presets))])
     per_node = entry["gpus_per_node"]
     nodes = 1 if num_gpus is None else math.ceil(num_gpus / per_node)
     return Cluster(
@@ -180,13 +239,11 @@ def cluster_for(device: Device, num_gpus: int = 1) -> Cluster:
 
 
 @cache
-def _model_index() -> tuple[dict[str, dict], dict[str, str]]:
-    entries, index = {}, {}
-    for entry in _read_json("models/index.json")["models"]:
-        entries[entry["name"]] = entry
-        for alias in [entry["name"], *entry.get("aliases", [])]:
-            index[_key(alias)] = entry["name"]
-    return entries, index
+def _model_index() -> tuple[dict[str, dict], _Names]:
+    data = _read_json("models/index.json")
+    entries = {entry["name"]: entry for entry in data["models"]}
+    rows = [(name, entry.get("aliases", [])) for name, entry in entries.items()]
+    return entries, _names("models/index.json", rows, data["ambiguous"])
 
 
 def model_names() -> list[str]:
@@ -200,8 +257,8 @@ def model_entries() -> list[dict]:
 
 def load_model_config(name: str) -> dict[str, Any]:
     """The shipped config.json of a catalog model."""
-    entries, index = _model_index()
-    canonical = _resolve("model", name, index, list(entries))
+    entries, names = _model_index()
+    canonical = _resolve("model", name, names, list(entries))
     return json.loads((_DATA / "models" / canonical / "config.json").read_text())
 
 
@@ -215,8 +272,8 @@ def get_model(name: str | None = None, config_path: str | Path | None = None) ->
         config = read_user_json(path, "model_config", "a HuggingFace config.json")
         label = path.parent.name if path.name == "config.json" else path.stem
     else:
-        entries, index = _model_index()
-        label = _resolve("model", name, index, list(entries))
+        entries, names = _model_index()
+        label = _resolve("model", name, names, list(entries))
         config = load_model_config(label)
     _check_sizes(config)
     try:

@@ -16,11 +16,10 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from perfcast.api._backends import imap_unordered
 from perfcast.errors import InputError, check_output_folder
+from perfcast.progress import ProgressFn
 from perfcast.sweep._grid import point_key
 from perfcast.sweep._store import read_parts, write_part, write_results
 from perfcast.sweep._table import point_row
@@ -52,14 +51,9 @@ def _chunk_points(todo: int) -> int:
     return max(1, min(64, todo // 20))
 
 
-def _progress(enabled: bool) -> Progress:
-    return Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), disable=not enabled, transient=False)
-
-
 def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: str | Path,
               backend: str = "local", workers: int | None = None,
-              progress: bool | Callable[[int, int], None] = True,
+              progress: ProgressFn | None = None,
               chunk_points: int | None = None) -> pd.DataFrame:
     """Evaluate every point not already finished in `out_dir`, and return all the results.
 
@@ -67,8 +61,8 @@ def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: s
     atomically), so a rerun after an interruption computes only what is missing; then all
     points are written, in the order given, to `out_dir/results.parquet` and returned as a
     DataFrame (`attrs`: computed, reused, path). Duplicate points are evaluated once.
-    `progress`: True draws this module's bar on stderr; a callable is called instead as
-    `progress(done, total)` (points finished, reused ones included, of all).
+    `progress(done, total)` is called as each point finishes (reused points count as done);
+    None reports nothing (the CLI passes its bar; the engine draws nothing itself).
     """
     out_dir = check_output_folder(out_dir, "out")
     unique = {point_key(point): dict(point) for point in points}
@@ -77,26 +71,22 @@ def run_sweep(points: Iterable[Mapping[str, Any]], point_fn: PointFn, out_dir: s
     chunk = chunk_points or _chunk_points(len(todo))
     buffer: list[dict[str, Any]] = []
     last_flush = time.monotonic()
-    report = progress if callable(progress) else None
     finished = len(unique) - len(todo)  # reused points count as finished
-    with _progress(progress is True) as bar:
-        task = bar.add_task("sweep", total=len(unique), completed=len(unique) - len(todo))
-        try:
-            results = imap_unordered(partial(evaluate_point, point_fn), todo, backend, workers)
-            with closing(results):
-                for row in results:
-                    buffer.append(row)
-                    done[row["key"]] = row
-                    bar.advance(task)
-                    finished += 1
-                    if report is not None:
-                        report(finished, len(unique))
-                    if len(buffer) >= chunk or time.monotonic() - last_flush > FLUSH_S:
-                        write_part(out_dir, buffer)
-                        buffer, last_flush = [], time.monotonic()
-        finally:
-            if buffer:  # the finished points of an interrupted run are kept
-                write_part(out_dir, buffer)
+    try:
+        results = imap_unordered(partial(evaluate_point, point_fn), todo, backend, workers)
+        with closing(results):
+            for row in results:
+                buffer.append(row)
+                done[row["key"]] = row
+                finished += 1
+                if progress is not None:
+                    progress(finished, len(unique))
+                if len(buffer) >= chunk or time.monotonic() - last_flush > FLUSH_S:
+                    write_part(out_dir, buffer)
+                    buffer, last_flush = [], time.monotonic()
+    finally:
+        if buffer:  # the finished points of an interrupted run are kept
+            write_part(out_dir, buffer)
     path = write_results(out_dir, [done[key] for key in unique])
     frame = pq.read_table(path).to_pandas()
     frame.attrs.update(computed=len(todo), reused=len(unique) - len(todo), path=str(path))

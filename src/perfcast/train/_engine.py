@@ -26,6 +26,7 @@ import numpy as np
 from perfcast.comm import CollectiveModel
 from perfcast.compose import group_collective
 from perfcast.kernels import ExecutionTimeModel
+from perfcast.progress import ProgressFn
 from perfcast.specs import ModelSpec, bytes_per_element
 from perfcast.train._job import RECOMPUTE, TrainJob
 from perfcast.train._layer import LayerKey, price_layers
@@ -123,9 +124,11 @@ def pipeline_tasks(job: TrainJob, time_model: ExecutionTimeModel, comm: Collecti
 
 
 def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
-             comm: CollectiveModel) -> dict[str, np.ndarray]:
+             comm: CollectiveModel, progress: ProgressFn | None = None
+             ) -> dict[str, np.ndarray]:
     """Result columns (one entry per job) for jobs sharing model, cluster, precision and
-    LoRA rank."""
+    LoRA rank. `progress(done, total)` is called as each schedule group is simulated (jobs
+    done, of all; the layer pricing before the first report is the shorter part)."""
     model, cluster = jobs[0].model, jobs[0].cluster
     precision = jobs[0].precision_or_default
     plans, parts, params, state, send = _price(jobs, time_model, comm)
@@ -133,6 +136,7 @@ def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
     for i, job in enumerate(jobs):
         groups.setdefault(_group_key(job), []).append(i)
     out: dict[str, np.ndarray] = {}
+    done = 0
     for (kind, p, m, v), members in sorted(groups.items()):
         idx = np.array(members)
         sc = build_schedule(kind, p, m, v)
@@ -143,6 +147,9 @@ def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
                             cluster, precision, comm, time_model)
         for name, values in res.items():
             out.setdefault(name, np.zeros(len(jobs)))[idx] = values
+        done += len(members)
+        if progress is not None:
+            progress(done, len(jobs))
     return out
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
+from perfcast.progress import ProgressFn, current
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
 from perfcast.train._engine import evaluate
 from perfcast.train._flops import model_flops
@@ -97,10 +98,13 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
                 recompute: tuple[str, ...] = RECOMPUTE, virtual_stages: tuple[int, ...] = (2, 4),
                 max_cp: int = 8, expert_skew: float = 1.0, max_plans: int | None = None,
                 time_model: ExecutionTimeModel | None = None,
-                comm_model: CollectiveModel | None = None) -> pd.DataFrame:
+                comm_model: CollectiveModel | None = None,
+                progress: ProgressFn | None = None) -> pd.DataFrame:
     """Forecast every valid plan (tp within a node; cp a power of two; ZeRO-2/3 only
     without PP) and return one row per plan (SWEEP_COLUMNS), plans that fit first, then by
-    tokens/s. `max_plans` keeps that many, evenly spaced over the enumeration order."""
+    tokens/s. `max_plans` keeps that many, evenly spaced over the enumeration order.
+    `progress(done, total)`: plans forecast, of all (see `evaluate`); by default the one
+    `perfcast.progress.reporting` set, if any."""
     gpus = num_gpus or cluster.num_gpus
     if gpus > cluster.num_gpus or gpus < 1:
         raise InputError("num_gpus", f"{gpus} GPUs on a {cluster.num_gpus}-GPU cluster",
@@ -121,7 +125,7 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
         keep = np.unique(np.linspace(0, len(jobs) - 1, max(max_plans, 1)).round().astype(int))
         jobs = [jobs[i] for i in keep]
     cols = evaluate(jobs, time_model or default_time_model(),
-                    comm_model or default_collective_model())
+                    comm_model or default_collective_model(), progress or current())
     return _table(jobs, cols, model, cluster, seq_len, global_batch, precision, lora_rank)
 
 

@@ -28,6 +28,7 @@ import pandas as pd
 from perfcast.comm import NcclModel, RingAlphaBeta, fit_p2p, shipped_link_fits
 from perfcast.errors import InputError
 from perfcast.measure import query
+from perfcast.progress import ProgressFn
 from perfcast.specs import Cluster, cluster_for, get_cluster, get_device
 
 __all__ = ["COLLECTIVE_SPLITS", "collective_table7", "validate_collectives"]
@@ -166,21 +167,24 @@ def _multi_node_split() -> list[dict]:
     return out
 
 
-def validate_collectives(splits: list[str] | None = None) -> pd.DataFrame:
+def validate_collectives(splits: list[str] | None = None, progress: ProgressFn | None = None
+                         ) -> pd.DataFrame:
     """Rows split, device, group (`<collective>/<regime>`, regime all = every size), method,
-    mape, p90_ape, n (measurements)."""
+    mape, p90_ape, n (measurements). `progress(done, total)` is called after each split."""
     chosen = list(splits or COLLECTIVE_SPLITS)
     for name in chosen:
         if name not in COLLECTIVE_SPLITS:
             raise InputError("split", f"unknown split {name!r}", COLLECTIVE_SPLITS)
     out = []
-    for name in chosen:
+    for done, name in enumerate(chosen, start=1):
         if name in ("fit", "held-out:op", "held-out:device", "held-out:generation"):
             out += _aic_splits(name)
         elif name in ("held-out:source", "fit:p2p"):
             out += _source_splits(name)
         else:
             out += _multi_node_split()
+        if progress is not None:
+            progress(done, len(chosen))
     return pd.DataFrame(out, columns=["split", "device", "group", "method", "mape",
                                       "p90_ape", "n"])
 

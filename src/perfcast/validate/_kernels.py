@@ -13,7 +13,6 @@ apart from the rest, so the other families' figures do not move with them. Group
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +28,7 @@ from perfcast.kernels import (
 )
 from perfcast.measure import sample_per_group
 from perfcast.ops import COMM_FAMILIES
+from perfcast.progress import ProgressFn
 from perfcast.specs import get_device
 
 __all__ = ["KernelSplit", "TARGETS", "kernel_residuals", "kernel_splits", "summarise",
@@ -110,8 +110,9 @@ def _views(test: pd.DataFrame, by: str) -> list[np.ndarray]:
     views = [fams, mla]
     if by == "dtype":
         views.append(fams + "/" + _dtype_label(test))
-        dist = test["op"].astype(str).str.split(":").str[1].fillna("")
-        views.append(np.where(fams == "moe", "moe/" + dist.to_numpy(dtype=object), None))
+        dist = np.array([(op.split(":") + [""])[1] for op in test["op"].astype(str)],
+                        dtype=object)  # the routing distribution after 'moe:', '' if none
+        views.append(np.where(fams == "moe", "moe/" + dist, None))
     return views
 
 
@@ -154,14 +155,12 @@ def _target_sample(test: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.Data
 
 def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
                        train_per_group: int | None, test_per_group: int | None, seed: int,
-                       progress: Callable[[str], None] | None):
-    """Per held-out device: (split, held rows, {method: predicted seconds})."""
+                       progress: ProgressFn | None):
+    """Per held-out device: (split, held rows, {method: predicted seconds});
+    `progress(done, total)` is called once the caller is done with each device."""
     fits: dict[tuple[str, int], object] = {}
-    for split in kernel_splits(store, splits):
-        if split.test.empty or split.train.empty:
-            continue
-        if progress:
-            progress(f"{split.name} -> {split.device}")
+    todo = [s for s in kernel_splits(store, splits) if not (s.test.empty or s.train.empty)]
+    for done, split in enumerate(todo, start=1):
         key = (split.name, id(split.train))
         if key not in fits:
             fits[key] = fit_calibration(_sample(split.train, train_per_group, seed),
@@ -177,13 +176,16 @@ def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
             "cross_generation": PhysicsModel(cross).kernel_times(ops, device, timing),
             "target_measured": PhysicsModel(target).kernel_times(ops, device, timing),
         }
+        if progress is not None:
+            progress(done, len(todo))
 
 
 def validate_kernels(store: pd.DataFrame, splits: list[str] | None = None,
                      train_per_group: int | None = 2000, test_per_group: int | None = None,
-                     seed: int = 0, progress: Callable[[str], None] | None = None,
+                     seed: int = 0, progress: ProgressFn | None = None,
                      by: str = "family") -> pd.DataFrame:
-    """Rows {split, device, group, method, mape, p90_ape, n} for every held-out device.
+    """Rows {split, device, group, method, mape, p90_ape, n} for every held-out device;
+    `progress(done, total)` is called after each (held-out devices scored, of all).
     group is the kernel family, or `<family>/<view>` for sub-groups: `attn_*/mla` always,
     and with by="dtype" `<family>/<dtype scheme>` (see _dtype_label) and
     `moe/<routing distribution>`. Sub-groups repeat rows of their family."""
@@ -199,10 +201,10 @@ def validate_kernels(store: pd.DataFrame, splits: list[str] | None = None,
 
 def kernel_residuals(store: pd.DataFrame, splits: list[str] | None = None,
                      train_per_group: int | None = 2000, test_per_group: int | None = None,
-                     seed: int = 0, progress: Callable[[str], None] | None = None
+                     seed: int = 0, progress: ProgressFn | None = None
                      ) -> pd.DataFrame:
     """Per held-out row and method: its FLOPs and bytes and log(predicted / measured), for
-    uncertainty fits."""
+    uncertainty fits; `progress(done, total)` as in `validate_kernels`."""
     parts = []
     for split, held, predictions in _split_predictions(store, splits, train_per_group,
                                                        test_per_group, seed, progress):

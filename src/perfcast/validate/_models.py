@@ -30,6 +30,7 @@ from perfcast.api import StepRequest, StepResult, run
 from perfcast.compose import StepForecast
 from perfcast.kernels import PhysicsModel, RooflineModel, shipped_calibration, step_interval
 from perfcast.ops import COMM_FAMILIES, eager_ops
+from perfcast.progress import ProgressFn, offset
 from perfcast.specs import Precision, get_device, get_model
 
 __all__ = ["MODEL_TARGET_MAPE", "forecast_model_label", "load_layer_op_labels",
@@ -101,11 +102,12 @@ def _measured_ops(label) -> float:
     return float(total + (label["num_layers"] - 1) * layer)
 
 
-def _forecasts(labels: pd.DataFrame) -> pd.DataFrame:
+def _forecasts(labels: pd.DataFrame, progress: ProgressFn | None = None) -> pd.DataFrame:
+    """Per label: each method's seconds; `progress(done, total)` after each label."""
     cal = shipped_calibration()
     physics = PhysicsModel(cal)
     out = []
-    for _, label in labels.iterrows():
+    for done, (_, label) in enumerate(labels.iterrows(), start=1):
         tier = cal.tier_for(label["device"])
         result = forecast_model_label(label)
         t, step = result.time_s, result.step
@@ -116,6 +118,8 @@ def _forecasts(labels: pd.DataFrame) -> pd.DataFrame:
                     "roofline_s": forecast_model_label(label, "roofline").time_s,
                     "sum_of_kernels_s": _sum_of_kernels(step, physics, label) * scale,
                     "sum_of_measured_ops_s": _measured_ops(label)})
+        if progress is not None:
+            progress(done, len(labels))
     return pd.DataFrame(out)
 
 
@@ -147,16 +151,23 @@ def _e2e_rows(f: pd.DataFrame) -> list[dict]:
     return [r for r in rows if r]
 
 
-def _per_op_rows(labels: pd.DataFrame) -> list[dict]:
+def _traced(labels: pd.DataFrame) -> pd.DataFrame:
+    """The labels of one plain GPU (no parallel or fused variant) that have a per-op trace."""
+    ops_labels = load_layer_op_labels()
+    traced = set(zip(ops_labels["config"], ops_labels["device"], strict=True))
+    single = labels[labels["variant"] == ""]
+    keep = [key in traced for key in zip(single["config"], single["device"], strict=True)]
+    return single[np.array(keep, dtype=bool)]
+
+
+def _per_op_rows(labels: pd.DataFrame, progress: ProgressFn | None = None) -> list[dict]:
     """Per kernel family inside one layer: forecast (as isolated eager calls, the way the
-    traces time each op) against the trace."""
+    traces time each op) against the trace; `progress(done, total)` after each label."""
     ops_labels = load_layer_op_labels()
     physics, cal = PhysicsModel(shipped_calibration()), shipped_calibration()
     pred_rows = []
-    for _, label in labels[labels["variant"] == ""].iterrows():
-        if not (ops_labels["config"].eq(label["config"])
-                & ops_labels["device"].eq(label["device"])).any():
-            continue
+    traced = _traced(labels)
+    for done, (_, label) in enumerate(traced.iterrows(), start=1):
         device = get_device(label["device"])
         ops = eager_ops(get_model(label["model"]), int(label["batch"]), int(label["seq_len"]),
                         label["mode"], FP32)
@@ -170,6 +181,8 @@ def _per_op_rows(labels: pd.DataFrame) -> list[dict]:
             for family, sec in fam.items():
                 pred_rows.append({"device": label["device"], "config": label["config"],
                                   "family": family, "method": method, "pred_s": float(sec)})
+        if progress is not None:
+            progress(done, len(traced))
     pred = pd.DataFrame(pred_rows)
     merged = pred.merge(ops_labels, on=["device", "config", "family"])
     rows = []
@@ -179,11 +192,14 @@ def _per_op_rows(labels: pd.DataFrame) -> list[dict]:
     return [r for r in rows if r]
 
 
-def validate_models(labels: pd.DataFrame | None = None, per_op: bool = True
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def validate_models(labels: pd.DataFrame | None = None, per_op: bool = True,
+                    progress: ProgressFn | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows {split, device, group, method, mape, p90_ape, n, coverage_90}, per-configuration
-    forecasts). Split `models`: whole-model times; `per_op`: kernel families in one layer."""
+    forecasts). Split `models`: whole-model times; `per_op`: kernel families in one layer.
+    `progress(done, total)` is called after each label forecast (and each per-op label)."""
     labels = load_model_labels() if labels is None else labels
-    forecasts = _forecasts(labels)
-    rows = _e2e_rows(forecasts) + (_per_op_rows(labels) if per_op else [])
+    total = len(labels) + (len(_traced(labels)) if per_op else 0)
+    forecasts = _forecasts(labels, offset(progress, 0, total))
+    rows = _e2e_rows(forecasts) + (_per_op_rows(labels, offset(progress, len(labels), total))
+                                   if per_op else [])
     return pd.DataFrame(rows, columns=_ROWS), forecasts

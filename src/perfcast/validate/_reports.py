@@ -18,7 +18,12 @@ import pandas as pd
 from perfcast.errors import InputError, check_output_folder, writing
 from perfcast.kernels import RooflineModel
 from perfcast.measure import load_store
-from perfcast.validate._collectives import collective_table7, validate_collectives
+from perfcast.progress import ProgressFn, offset
+from perfcast.validate._collectives import (
+    COLLECTIVE_SPLITS,
+    collective_table7,
+    validate_collectives,
+)
 from perfcast.validate._kernels import TARGETS, summarise, validate_kernels
 from perfcast.validate._models import MODEL_TARGET_MAPE, validate_models
 from perfcast.validate._serving import (
@@ -109,9 +114,10 @@ def _wide(rows: pd.DataFrame) -> pd.DataFrame:
 def kernels_report(split: list[str] | None = None, quick: bool = False,
                    train_rows: int | None = None, test_rows: int | None = None,
                    out: Path | None = None, seed: int = 0, by: str = "family",
-                   progress: Callable[[str], None] | None = None) -> ValidationReport:
+                   progress: ProgressFn | None = None) -> ValidationReport:
     """Per device x family MAPE and P90 APE on held-out kernels (kernels.md / kernels.csv
-    into `out`); extras: the summary and the targets."""
+    into `out`); extras: the summary and the targets. `progress(done, total)` is called
+    after each held-out device."""
     chosen = split or ["generation", "neusight"]
     if by not in KERNEL_BY:
         raise InputError("by", f"unknown grouping {by!r}", list(KERNEL_BY))
@@ -150,11 +156,13 @@ def _kernels_md(rows: pd.DataFrame, summary: pd.DataFrame) -> str:
 
 # --- models --------------------------------------------------------------------------------
 
-def models_report(out: Path | None = None, per_op: bool = True) -> ValidationReport:
+def models_report(out: Path | None = None, per_op: bool = True,
+                  progress: ProgressFn | None = None) -> ValidationReport:
     """Whole-model forecasts (`perfcast step`) against measured model times (models.csv,
-    model_forecasts.csv, models.md into `out`); extras: the target MAPE."""
+    model_forecasts.csv, models.md into `out`); extras: the target MAPE. `progress(done,
+    total)` is called after each measured configuration."""
     check_out_dir(out)
-    rows, forecasts = validate_models(per_op=per_op)
+    rows, forecasts = validate_models(per_op=per_op, progress=progress)
     _write(out, {"models.csv": rows, "model_forecasts.csv": forecasts,
                  "models.md": lambda: _models_md(rows, MODEL_TARGET_MAPE)})
     return ValidationReport(rows, {"target_mape": MODEL_TARGET_MAPE}, forecasts)
@@ -224,7 +232,7 @@ def _serving_points(mode: str, arch: str, points_per_group: int | None, seed: in
 def serving_report(method: list[str] | None = None, points_per_group: int | None = None,
                    seed: int = 0, arch: str = "all", mode: str = "agg", by: str = "model",
                    exclude_seed: int | None = None, out: Path | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> ValidationReport:
+                   progress: ProgressFn | None = None) -> ValidationReport:
     """Median and P90 APE of TTFT and TPOT against measured serving benchmarks (serving.csv,
     serving.md into `out`); extras: the targets and the points a method refused.
     `progress(done, total)` is called after each point of each method."""
@@ -233,8 +241,8 @@ def serving_report(method: list[str] | None = None, points_per_group: int | None
     _check_serving(methods, mode, points_per_group, out, seed, exclude_seed)
     points = _serving_points(mode, arch, points_per_group, seed, exclude_seed)
     parts = [validate_serving(_serving_callable(m, mode), points, method=m, by=by,
-                              progress=_offset(progress, i * len(points),
-                                               len(methods) * len(points)))
+                              progress=offset(progress, i * len(points),
+                                              len(methods) * len(points)))
              for i, m in enumerate(methods)]
     rows = pd.concat(parts, ignore_index=True)
     # points a method refused (InputError: e.g. the deployment does not fit in memory)
@@ -247,15 +255,6 @@ def serving_report(method: list[str] | None = None, points_per_group: int | None
               + (", disaggregated" if mode == "disagg" else "") + ")")
     _write(out, {"serving.csv": rows, "serving.md": lambda: _serving_md(rows, sample, skipped)})
     return ValidationReport(rows, {"targets": SERVING_TARGETS, "skipped": skipped})
-
-
-def _offset(progress: Callable[[int, int], None] | None, before: int, total: int
-            ) -> Callable[[int, int], None] | None:
-    """One method's `progress(done, n)` as the whole check's: `before` points already done
-    of `total`."""
-    if progress is None:
-        return None
-    return lambda done, _n: progress(before + done, total)
 
 
 def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict]) -> str:
@@ -272,16 +271,17 @@ def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict]) -> str:
 # --- training ------------------------------------------------------------------------------
 
 def training_report(method: list[str] | None = None, split: list[str] | None = None,
-                    by: str = "device") -> ValidationReport:
+                    by: str = "device", progress: ProgressFn | None = None) -> ValidationReport:
     """MAPE of tokens/s and MFU against MosaicML's measured MPT training grid, grouped per
-    device, GPU-count bucket (scale) or model; extras: the target MAPE."""
+    device, GPU-count bucket (scale) or model; extras: the target MAPE. `progress(done,
+    total)` is called after each training point forecast."""
     methods = tuple(method or TRAINING_METHODS)
     splits = tuple(split or TRAINING_SPLITS)
     _check_choices("method", methods, TRAINING_METHODS)
     _check_choices("split", splits, TRAINING_SPLITS)
     if by not in TRAINING_BY:
         raise InputError("by", f"unknown grouping {by!r}", list(TRAINING_BY))
-    rows = validate_training(methods=methods, splits=splits)
+    rows = validate_training(methods=methods, splits=splits, progress=progress)
     rows = rows[rows["by"] == TRAINING_BY[by]].reset_index(drop=True)
     return ValidationReport(rows, {"target_mape": TRAINING_TARGET_MAPE})
 
@@ -289,12 +289,17 @@ def training_report(method: list[str] | None = None, split: list[str] | None = N
 # --- collectives ---------------------------------------------------------------------------
 
 def collectives_report(split: list[str] | None = None, table7: bool = False,
-                       out: Path | None = None) -> ValidationReport:
+                       out: Path | None = None, progress: ProgressFn | None = None
+                       ) -> ValidationReport:
     """Collective MAPE per split x device x collective/size regime (collectives.csv,
-    collectives.md into `out`); extras: the 8-GPU seconds table when asked for."""
+    collectives.md into `out`); extras: the 8-GPU seconds table when asked for.
+    `progress(done, total)` is called after each split (and the table)."""
     check_out_dir(out)
-    rows = validate_collectives(split)
+    total = len(split or COLLECTIVE_SPLITS) + (1 if table7 else 0)
+    rows = validate_collectives(split, offset(progress, 0, total))
     table = collective_table7() if table7 else None
+    if table is not None and progress is not None:
+        progress(total, total)
     _write(out, {"collectives.csv": rows, "collectives.md": lambda: _collectives_md(rows, table)})
     return ValidationReport(rows, {} if table is None else {"table7": table})
 

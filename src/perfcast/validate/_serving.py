@@ -21,6 +21,7 @@ from perfcast.comm import CustomAllReduce
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
+from perfcast.progress import ProgressFn
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 from perfcast.specs import DType, ParallelPlan, Precision, cluster_for, get_device, get_model
 from perfcast.validate._stats import ape_summary
@@ -32,7 +33,6 @@ SERVING_TARGETS = {"ttft": 0.10, "tpot": 0.07}  # median APE targets (issue 5)
 POINT_COLUMNS = ("point_id", "backend", "model", "device", "precision", "isl", "osl",
                  "concurrency", "ttft_s", "tpot_s")  # layouts: tp/pp (agg) or per pool
 SimulatePoint = Callable[[pd.Series], tuple[float, float]]
-Progress = Callable[[int, int], None]  # progress(done, total): a caller's bar or log
 _STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
 
 
@@ -117,7 +117,7 @@ def analytic_point(point: pd.Series, time_model: ExecutionTimeModel | None = Non
 
 def serving_residuals(simulate_point: SimulatePoint | None = None,
                       points: pd.DataFrame | None = None,
-                      progress: Progress | None = None) -> pd.DataFrame:
+                      progress: ProgressFn | None = None) -> pd.DataFrame:
     """Per point and metric: measured, forecast and APE (|forecast / measured - 1|).
     Points the callable refuses with an InputError are left out and listed in
     `.attrs["skipped"]` as (point_id, message). `progress(done, total)` is called after
@@ -173,7 +173,7 @@ def point_technique(points: pd.DataFrame) -> pd.Series:
 def validate_serving(simulate_point: SimulatePoint | None = None,
                      points: pd.DataFrame | None = None, *, method: str | None = None,
                      overall: bool = True, by: str = "model",
-                     progress: Progress | None = None) -> pd.DataFrame:
+                     progress: ProgressFn | None = None) -> pd.DataFrame:
     """Rows in the `validate_kernels` form — split (backend), device, group
     ('<model>/<ttft|tpot>', or '<technique>/<metric>' with by='technique'), method, mape
     (mean APE), median_ape, p90_ape (fractions), n — one per split x device x group x method;

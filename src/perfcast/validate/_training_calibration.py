@@ -19,6 +19,7 @@ from scipy.optimize import least_squares
 
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
+from perfcast.progress import ProgressFn, offset
 from perfcast.train import (
     ATTENTION_FAMILIES,
     StackScaled,
@@ -48,13 +49,15 @@ def generation(cluster_device: str) -> str:
     return cluster_device.split("-", 1)[0]
 
 
-def kernel_split(points: pd.DataFrame, time_model: ExecutionTimeModel) -> pd.DataFrame:
+def kernel_split(points: pd.DataFrame, time_model: ExecutionTimeModel,
+                 progress: ProgressFn | None = None) -> pd.DataFrame:
     """Per point, from `forecast_training` with `time_model`: the iteration, its attention
     kernel seconds (a second forecast pricing only attention), the other scalable seconds
-    (compute + optimizer - attention), the rest (exposed comm, bubble), and its own MFU."""
+    (compute + optimizer - attention), the rest (exposed comm, bubble), and its own MFU.
+    `progress(done, total)` is called after each point."""
     only_attention = StackScaled(time_model, attention=1.0, other=0.0)
     rows = []
-    for _, p in points.iterrows():
+    for done, (_, p) in enumerate(points.iterrows(), start=1):
         job = training_job(p)
         fc = forecast_training(job, time_model=time_model)
         attention = forecast_training(job, time_model=only_attention).breakdown["compute_s"]
@@ -65,6 +68,8 @@ def kernel_split(points: pd.DataFrame, time_model: ExecutionTimeModel) -> pd.Dat
             "attention_s": attention, "other_s": scalable - attention,
             "fixed_s": fc.iteration_time_s - scalable, "mfu": fc.mfu,
             "measured_s": job.tokens / (float(p["tokens_per_s_per_gpu"]) * job.plan.num_gpus)})
+        if progress is not None:
+            progress(done, len(points))
     return pd.DataFrame(rows)
 
 
@@ -170,18 +175,32 @@ def method_table(points: pd.DataFrame, split: pd.DataFrame, scheme: str | None
     return out
 
 
+def _roofline_table(points: pd.DataFrame, progress: ProgressFn | None
+                    ) -> dict[str, tuple[float, float]]:
+    """point_id -> the roofline baseline's (tokens/s per GPU, MFU); progress per point."""
+    table = {}
+    for done, (_, p) in enumerate(points.iterrows(), start=1):
+        table[p["point_id"]] = roofline_point(p)
+        if progress is not None:
+            progress(done, len(points))
+    return table
+
+
 def validate_training(forecast_point: ForecastPoint | None = None,
                       points: pd.DataFrame | None = None, *, method: str | None = None,
                       split: str = "all", methods: tuple[str, ...] | None = None,
                       splits: tuple[str, ...] | None = None,
-                      kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+                      kernels: pd.DataFrame | None = None,
+                      progress: ProgressFn | None = None) -> pd.DataFrame:
     """Rows in the `validate_kernels` form — split, device, group, method, mape, median_ape,
     p90_ape (fractions), n, and `by` (metric / scale / model). With a callable: its rows
     (method `method`, split `split`). Without: `methods` (default all of TRAINING_METHODS) on
     `splits` (default 'all' and both held-out schemes): `roofline`, `sum_of_kernels` (the
     shipped calibrated kernels and default collectives) on every split, and `perfcast`
     (sum_of_kernels with training-stack factors fitted without the scored point) on the
-    held-out ones. `kernels`: the points' `kernel_split`, when already computed."""
+    held-out ones. `kernels`: the points' `kernel_split`, when already computed.
+    `progress(done, total)` is called after each point forecast (roofline, then the kernel
+    split), the forecasts being what takes the time."""
     if forecast_point is not None:
         name = method or getattr(forecast_point, "__name__", "custom")
         res = training_residuals(forecast_point, points)
@@ -191,10 +210,15 @@ def validate_training(forecast_point: ForecastPoint | None = None,
     points = load_training_points() if points is None else points.reset_index(drop=True)
     methods, splits = methods or TRAINING_METHODS, splits or ("all", *SCHEMES)
     tables = {}
-    if "roofline" in methods:
-        tables["roofline"] = {p["point_id"]: roofline_point(p) for _, p in points.iterrows()}
-    if kernels is None and set(methods) - {"roofline"}:
-        kernels = kernel_split(points, default_time_model())
+    roofline = "roofline" in methods
+    to_split = kernels is None and bool(set(methods) - {"roofline"})
+    before = len(points) if roofline else 0  # the roofline forecasts come first
+    total = before + (len(points) if to_split else 0)
+    if roofline:
+        tables["roofline"] = _roofline_table(points, offset(progress, 0, total))
+    if to_split:
+        kernels = kernel_split(points, default_time_model(),
+                               offset(progress, before, total))
     parts = []
     for name in splits:
         table = {**tables, **({} if kernels is None else method_table(

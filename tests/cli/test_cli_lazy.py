@@ -1,0 +1,130 @@
+"""Lazy command loading: `perfcast --help` and `--version` import no command module (nor
+perfcast.api, pandas, scipy), `perfcast <cmd>` imports that command's module only, and the
+table the top-level help is drawn from (`cli._lazy.COMMANDS`) is the commands there are."""
+
+import importlib
+import inspect
+import json
+import pkgutil
+import subprocess
+import sys
+import types
+
+import pytest
+import typer
+import typer.main
+from hypothesis import given
+from hypothesis import strategies as st
+from typer import _click
+from typer.testing import CliRunner
+
+import perfcast.cli
+from perfcast.cli import app
+from perfcast.cli._common import guarded
+from perfcast.cli._lazy import COMMANDS
+
+runner = CliRunner()
+HEAVY = ("pandas", "scipy", "perfcast.api")
+COMMAND_MODULES = sorted({f"perfcast.cli.{entry.module}" for entry in COMMANDS})
+# What imports perfcast.cli, runs `perfcast ARGS` if given, then prints sys.modules (stderr).
+PROBE = """import json, sys
+from perfcast.cli import main
+if sys.argv[1:]:
+    sys.argv[0] = "perfcast"
+    try:
+        main()
+    except SystemExit:
+        pass
+sys.stderr.write("\\nMODULES" + json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_after(*args: str) -> set[str]:
+    """The modules a fresh `perfcast ARGS` (no ARGS: `import perfcast.cli`) has imported."""
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True,
+                          check=True)
+    return set(json.loads(done.stderr.rpartition("\nMODULES")[2]))
+
+
+@pytest.mark.parametrize("args", [(), ("--help",), ("--version",)], ids=" ".join)
+def test_help_and_version_import_no_command_nor_the_library(args):
+    modules = _modules_after(*args)
+    assert {"perfcast.cli", "typer"} <= modules  # the probe ran what it says
+    assert not [m for m in (*HEAVY, *COMMAND_MODULES) if m in modules]
+
+
+def test_a_command_imports_its_own_module_only():
+    modules = _modules_after("infer", "--help")
+    assert [m for m in COMMAND_MODULES if m in modules] == ["perfcast.cli._infer"]
+
+
+@pytest.mark.parametrize("entry", COMMANDS, ids=lambda entry: entry.name)
+def test_every_listed_command_loads_and_shows_its_help(entry):
+    res = runner.invoke(app, [entry.name, "--help"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    assert f"Usage: perfcast {entry.name} " in res.stdout
+
+
+def _built(name: str) -> _click.Command:
+    """The top-level group's command `name`, imported and built."""
+    group = typer.main.get_command(app)
+    return group.get_command(_click.Context(group), name)
+
+
+@pytest.mark.parametrize("entry", COMMANDS, ids=lambda entry: entry.name)
+def test_the_table_says_what_the_command_says(entry):
+    """`perfcast --help` shows the table's summary and panel: they must be the command's own
+    (its help's first paragraph; its panel), and a hidden or deprecated command would be
+    listed differently."""
+    command = _built(entry.name)
+    shown = command.short_help or (command.help or "").split("\n\n")[0]
+    assert shown == entry.summary
+    assert command.rich_help_panel == entry.panel
+    assert not command.hidden and not command.deprecated
+
+
+_BOUNDARY = guarded(lambda: None).__code__  # every command runs behind the error boundary
+
+
+def _defined_commands() -> dict[int, str]:
+    """Every top-level command perfcast.cli's modules define, by identity: the sub-Typers, and
+    the functions behind the error boundary that none of the sub-Typers registers."""
+    typers, functions = {}, {}
+    for info in pkgutil.iter_modules(perfcast.cli.__path__):
+        module = importlib.import_module(f"perfcast.cli.{info.name}")
+        for attr, value in vars(module).items():
+            if isinstance(value, typer.Typer):
+                typers[id(value)] = (value, f"{info.name}.{attr}")
+            elif isinstance(value, types.FunctionType) and value.__code__ is _BOUNDARY:
+                functions[id(value)] = f"{inspect.unwrap(value).__module__}.{attr}"
+    for sub, _ in typers.values():
+        for registered in sub.registered_commands:
+            functions.pop(id(registered.callback), None)
+    return {**{key: name for key, (_, name) in typers.items()}, **functions}
+
+
+def test_the_table_lists_exactly_the_commands_there_are():
+    defined = _defined_commands()
+    listed = {id(getattr(importlib.import_module(f"perfcast.cli.{e.module}"), e.attr)): e.name
+              for e in COMMANDS}
+    assert len(listed) == len(COMMANDS) == len({e.name for e in COMMANDS})  # no entry twice
+    assert sorted(defined[key] for key in set(defined) - set(listed)) == []  # not in the table
+    assert sorted(listed[key] for key in set(listed) - set(defined)) == []  # not a command
+
+
+def test_the_top_level_help_lists_the_table_in_order():
+    res = runner.invoke(app, ["--help"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0
+    lines = res.stdout.splitlines()
+    panel = next(i for i, line in enumerate(lines) if "─ Commands " in line)
+    names = [line[2:].split()[0] for line in lines[panel + 1:]
+             if line.startswith("│ ") and line[2] != " "]  # not a summary's second line
+    assert names == [entry.name for entry in COMMANDS]
+
+
+@given(st.text(min_size=1, max_size=12))
+def test_an_unknown_name_is_no_command(name):
+    group = typer.main.get_command(app)
+    known = name in {entry.name for entry in COMMANDS}
+    assert (name in group.commands) == known
+    assert (group.get_command(_click.Context(group), name) is None) == (not known)

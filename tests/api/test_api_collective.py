@@ -83,3 +83,21 @@ def test_request_dumps_and_loads_with_the_option_names():
     assert data["bytes"] == "1GB" and "message" not in data
     assert load_request(data) == request
     assert load_request({"command": "collective", **request.options()}) == request
+
+
+@pytest.mark.parametrize("spelling, op", [
+    ("all_reduce", "allreduce"), ("all-reduce", "allreduce"), ("all_reduce_perf", "allreduce"),
+    ("AllGather", "allgather"), ("reduce_scatter", "reducescatter"), ("all_to_all", "alltoall"),
+])
+def test_torch_and_nccl_tests_spellings_name_the_same_collective(spelling, op):
+    options = {"num_gpus": 8, "bytes": "64MB", "gpu": "h100-sxm"}
+    request = CollectiveRequest.from_options({"op": spelling, **options})
+    assert request.op == op
+    assert run(request).payload() == run(CollectiveRequest.from_options(
+        {"op": op, **options})).payload()
+
+
+def test_a_misspelt_collective_is_still_refused():
+    with pytest.raises(InputError, match="unknown collective 'allreducee'"):
+        run(CollectiveRequest.from_options({"op": "allreducee", "num_gpus": 8,
+                                            "bytes": "64MB", "gpu": "h100-sxm"}))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from perfcast.api._base import Request, register
 from perfcast.api._choices import Hardware
@@ -87,6 +87,16 @@ class CollectiveRequest(Request):
                          "nccl-tests' size): 1e6, 64MiB, 1GB.")
     algorithm: str = Field("auto", description="NCCL algorithm, or auto (the fastest).")
     hardware: CollectiveHardware = CollectiveHardware()
+
+    @field_validator("op", mode="before")
+    @classmethod
+    def _spelling(cls, op: object) -> object:
+        """torch.distributed's and nccl-tests' spellings (`all_reduce`, `all-reduce`,
+        `all_reduce_perf`, `all_to_all`) name the same collectives as perfcast's."""
+        if not isinstance(op, str):
+            return op
+        key = re.sub(r"[-_\s]", "", op.strip().lower()).removesuffix("perf")
+        return key if key in COLLECTIVES else op
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ __all__ = ["collective"]
 
 @guarded
 def collective(
-    op: Annotated[str, typer.Option(help=f"Collective: {', '.join(COLLECTIVES)}.")],
+    op: Annotated[str, typer.Option(help=f"Collective: {', '.join(COLLECTIVES)} (torch's "
+                                    "all_reduce and nccl-tests' all_reduce_perf too).")],
     num_gpus: Annotated[int, typer.Option(help="GPUs in the group.")],
     bytes: Annotated[str, typer.Option(
         "--bytes", help="Message size (the whole buffer, nccl-tests' size): 1e6, 64MiB, 1GB.")],

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["MAX_USER_FILE_BYTES", "InputError", "check_output_file", "check_output_folder",
-           "close_matches", "from_validation_error", "parse_user_json", "parse_user_yaml",
-           "read_user_json", "read_user_text", "read_user_yaml", "writing"]
+__all__ = ["MAX_USER_FILE_BYTES", "AmbiguousName", "InputError", "check_output_file",
+           "check_output_folder", "close_matches", "from_validation_error", "parse_user_json",
+           "parse_user_yaml", "read_user_json", "read_user_text", "read_user_yaml", "writing"]
 
 # Config files a user hands perfcast (model configs, calibrations, scenarios, price tables)
 # are kilobytes; anything this large is the wrong file, refused before it is parsed.
@@ -33,6 +33,15 @@ class InputError(ValueError):
         if allowed:
             message += f" (allowed: {allowed})"
         super().__init__(message)
+
+
+class AmbiguousName(InputError):
+    """A short name that fits several catalog entries (`a100`): refused listing them all."""
+
+    def __init__(self, field: str, name: str, candidates: Iterable[str]):
+        self.candidates = tuple(candidates)
+        super().__init__(field, f"{name.strip()!r} is ambiguous: {', '.join(self.candidates)}"
+                         " (give one of these full names)")
 
 
 def close_matches(name: str, choices: Iterable[str], n: int = 3) -> list[str]:

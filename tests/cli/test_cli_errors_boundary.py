@@ -13,10 +13,10 @@ ARGS = ["infer", "--model", "gpt2", "--gpu", "h100-sxm"]
 @pytest.fixture
 def broken(monkeypatch):
     """`infer` whose forecast raises what no check anticipated."""
-    def boom(request):
+    def boom(request, progress=None):
         raise ZeroDivisionError("float division by zero")
 
-    monkeypatch.setattr(_infer, "run", boom)
+    monkeypatch.setattr(_common, "run", boom)  # the one `api.run` every command calls
     yield
     _common.set_debug(False)
 

@@ -7,8 +7,13 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import AccelModelResult, AccelRequest, run
-from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
+from perfcast.api import AccelModelResult, AccelRequest
+from perfcast.cli._common import (
+    FormatOption,
+    JsonOption,
+    answer,
+    guarded,
+)
 from perfcast.cli._console import Table, new_console
 
 __all__ = ["accel"]
@@ -49,7 +54,4 @@ def accel(
     format_out: FormatOption = None,
 ) -> None:
     """Map a model's layers onto an accelerator: cycles, utilisation, energy breakdown."""
-    request = AccelRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(AccelRequest, locals(), _print)

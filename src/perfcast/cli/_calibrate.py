@@ -8,8 +8,13 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import CalibrateRequest, CalibrateResult, run
-from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
+from perfcast.api import CalibrateRequest, CalibrateResult
+from perfcast.cli._common import (
+    FormatOption,
+    JsonOption,
+    answer,
+    guarded,
+)
 from perfcast.cli._console import new_console
 
 
@@ -32,7 +37,4 @@ def calibrate(
 ) -> None:
     """Fit this device's own corrections (target-measured tier) on top of the shipped
     cross-generation parameters; use the result with `perfcast infer --calibration FILE`."""
-    request = CalibrateRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(CalibrateRequest, locals(), _print)

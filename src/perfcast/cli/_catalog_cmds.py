@@ -8,7 +8,7 @@ import typer
 
 from perfcast.cli._common import FormatOption, JsonOption, emit, guarded, output_format
 from perfcast.cli._console import Table, new_console
-from perfcast.errors import InputError
+from perfcast.errors import AmbiguousName, InputError
 from perfcast.specs import (
     Cluster,
     Device,
@@ -84,11 +84,15 @@ def _hardware(name: str) -> Device | Cluster:
     name is an ambiguous cluster alias, whose error lists its presets."""
     try:
         return get_device(name)
+    except AmbiguousName:
+        raise
     except InputError as as_device:
         try:
             return get_cluster(name)
-        except InputError as as_cluster:
-            raise (as_cluster if "ambiguous" in as_cluster.problem else as_device) from None
+        except AmbiguousName:
+            raise
+        except InputError:
+            raise as_device from None
 
 
 def _print_sources(payload: dict) -> None:

@@ -7,8 +7,13 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import CollectiveRequest, CollectiveResult, run
-from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
+from perfcast.api import CollectiveRequest, CollectiveResult
+from perfcast.cli._common import (
+    FormatOption,
+    JsonOption,
+    answer,
+    guarded,
+)
 from perfcast.cli._console import Table, new_console
 from perfcast.comm import ALGORITHMS, COLLECTIVES
 
@@ -32,10 +37,7 @@ def collective(
     format_out: FormatOption = None,
 ) -> None:
     """Seconds, algorithm and bus bandwidth of one collective (NCCL conventions)."""
-    request = CollectiveRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(CollectiveRequest, locals(), _print)
 
 
 def _print(result: CollectiveResult) -> None:

@@ -16,13 +16,15 @@ import click
 import typer
 from pydantic import ValidationError
 
+from perfcast.api import Request, run
 from perfcast.cli._console import OUTPUT_FORMATS, tables_as
 from perfcast.cli._debug import debug_enabled, set_debug
+from perfcast.cli._progress import progress_bar
 from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
 
 __all__ = ["OUTPUT_SWITCHES", "CalibrationOption", "FormatOption", "HostOption", "JsonOption",
-           "KernelModelOption", "cli_options", "debug_enabled", "emit", "fail",
+           "KernelModelOption", "answer", "cli_options", "debug_enabled", "emit", "fail",
            "guarded", "output_format", "set_debug", "to_input_error"]
 
 # Options several forecasting commands share, declared once.
@@ -111,6 +113,19 @@ def output_format(json_out: bool, format_out: str | None) -> str:
         raise InputError("format", f"--json and --format {format_out} both given",
                          "one of them")
     return format_out
+
+
+def answer(request_type: type[Request], values: dict[str, Any], show: Callable[[Any], None],
+           progress: str | None = None) -> None:
+    """The body of a command that asks `perfcast.api` one question: its parameters
+    (`locals()`) as the request, the output format checked before any work, `api.run`, and
+    the result printed in that format by `show(result)`. `progress` labels the bar that long
+    work draws (None: none)."""
+    request = request_type.from_options(cli_options(values))
+    fmt = output_format(values["json_out"], values["format_out"])
+    with progress_bar(progress or "", quiet=progress is None or fmt == "json") as bar:
+        result = run(request, progress=bar)
+    emit(fmt, result.payload, lambda: show(result))
 
 
 def emit(fmt: str, payload: Callable[[], Any], show: Callable[[], None]) -> None:

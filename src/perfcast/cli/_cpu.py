@@ -9,8 +9,13 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import CpuRequest, CpuResult, run
-from perfcast.cli._common import FormatOption, JsonOption, cli_options, emit, guarded, output_format
+from perfcast.api import CpuRequest, CpuResult
+from perfcast.cli._common import (
+    FormatOption,
+    JsonOption,
+    answer,
+    guarded,
+)
 from perfcast.cli._console import Table, new_console
 
 __all__ = ["cpu"]
@@ -49,7 +54,4 @@ def cpu(
     format_out: FormatOption = None,
 ) -> None:
     """Forecast a model's forward on this CPU (target-measured), then measure it (torch)."""
-    request = CpuRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(CpuRequest, locals(), _print)

@@ -6,16 +6,14 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import DiffusionRequest, DiffusionResult, run
+from perfcast.api import DiffusionRequest, DiffusionResult
 from perfcast.cli._common import (
     CalibrationOption,
     FormatOption,
     JsonOption,
     KernelModelOption,
-    cli_options,
-    emit,
+    answer,
     guarded,
-    output_format,
 )
 from perfcast.cli._console import Advanced, Table, in_panel, new_console
 from perfcast.compose import Execution
@@ -61,10 +59,7 @@ def diffusion(
     calibration: Calibration = None,
 ) -> None:
     """Forecast latency per image: text encoders + steps x UNet + VAE decode."""
-    request = DiffusionRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(DiffusionRequest, locals(), _print)
 
 
 def _print(result: DiffusionResult) -> None:

@@ -6,17 +6,15 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import InferRequest, InferResult, run
+from perfcast.api import InferRequest, InferResult
 from perfcast.cli._common import (
     CalibrationOption,
     FormatOption,
     HostOption,
     JsonOption,
     KernelModelOption,
-    cli_options,
-    emit,
+    answer,
     guarded,
-    output_format,
 )
 from perfcast.cli._console import Table, in_panel, new_console
 from perfcast.compose import Execution
@@ -105,7 +103,4 @@ def infer(
     format_out: Format = None,
 ) -> None:
     """Forecast TTFT, TPOT, end-to-end latency and memory of one request or a static batch."""
-    request = InferRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(InferRequest, locals(), _print)

@@ -6,17 +6,15 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import RagRequest, RagResult, run
+from perfcast.api import RagRequest, RagResult
 from perfcast.cli._common import (
     CalibrationOption,
     FormatOption,
     HostOption,
     JsonOption,
     KernelModelOption,
-    cli_options,
-    emit,
+    answer,
     guarded,
-    output_format,
 )
 from perfcast.cli._console import Advanced, Table, in_panel, new_console
 from perfcast.compose import Execution
@@ -85,10 +83,7 @@ def rag(
     calibration: Calibration = None,
 ) -> None:
     """Forecast a RAG request's end-to-end latency: embed, search, prefill, decode."""
-    request = RagRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(RagRequest, locals(), _print)
 
 
 def _print(result: RagResult) -> None:

@@ -8,17 +8,14 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import ServeRequest, ServeResult, run
+from perfcast.api import ServeRequest, ServeResult
 from perfcast.cli._common import (
     FormatOption,
     JsonOption,
-    cli_options,
-    emit,
+    answer,
     guarded,
-    output_format,
 )
 from perfcast.cli._console import Advanced, Table, in_panel, new_console
-from perfcast.cli._progress import progress_bar
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 
 # Help panels: the deployment's options first (typer's "Options"), then these; the advanced
@@ -156,11 +153,7 @@ def serve(
         help="Perfetto/Chrome-trace JSON file.", rich_help_panel=Advanced.TRACE)] = None,
 ) -> None:
     """Simulate serving under load: TTFT, TPOT, E2E, throughput, goodput, KV use."""
-    request = ServeRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    with progress_bar("serve: requests", fmt == "json") as bar:
-        result = run(request, progress=bar)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(ServeRequest, locals(), _print, progress="serve: requests")
 
 
 def _print(result: ServeResult) -> None:

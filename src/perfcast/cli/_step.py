@@ -7,16 +7,14 @@ from typing import Annotated
 
 import typer
 
-from perfcast.api import StepRequest, StepResult, run
+from perfcast.api import StepRequest, StepResult
 from perfcast.cli._common import (
     CalibrationOption,
     FormatOption,
     JsonOption,
     KernelModelOption,
-    cli_options,
-    emit,
+    answer,
     guarded,
-    output_format,
 )
 from perfcast.cli._console import Advanced, Table, in_panel, new_console
 from perfcast.compose import Execution
@@ -66,10 +64,7 @@ def step(
     format_out: Format = None,
 ) -> None:
     """Forecast one iteration: time, 90% interval and where the time goes."""
-    request = StepRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    result = run(request)
-    emit(fmt, result.payload, lambda: _print(result))
+    answer(StepRequest, locals(), _print)
 
 
 def _print(result: StepResult) -> None:

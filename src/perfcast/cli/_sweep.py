@@ -18,11 +18,11 @@ import pandas as pd
 import typer
 
 from perfcast import __version__
-from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for, run
+from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for
 from perfcast.cli._common import (
     FormatOption,
     JsonOption,
-    cli_options,
+    answer,
     emit,
     guarded,
     output_format,
@@ -331,8 +331,4 @@ def capacity(
     format_out: FormatOption = None,
 ) -> None:
     """Cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target QPS (X15)."""
-    request = CapacityRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    with progress_bar("capacity: candidates", fmt == "json") as bar:
-        result = run(request, progress=bar)
-    emit(fmt, result.payload, lambda: _print_capacity(result))
+    answer(CapacityRequest, locals(), _print_capacity, progress="capacity: candidates")

@@ -13,20 +13,16 @@ from perfcast.api import (
     TrainRequest,
     TrainResult,
     TrainSweepResult,
-    run,
 )
 from perfcast.cli._common import (
     CalibrationOption,
     FormatOption,
     JsonOption,
     KernelModelOption,
-    cli_options,
-    emit,
+    answer,
     guarded,
-    output_format,
 )
 from perfcast.cli._console import Advanced, Table, in_panel, new_console
-from perfcast.cli._progress import progress_bar
 from perfcast.cli._train_cnn import print_cnn
 
 # Help panels after the model and hardware (typer's "Options"); the advanced ones wait for
@@ -110,12 +106,9 @@ def train(
 ) -> None:
     """Forecast one training iteration: time, tokens/s, MFU, memory per GPU and where the
     time goes (compute, exposed communication, pipeline bubble, optimizer)."""
-    request = TrainRequest.from_options(cli_options(locals()))
-    fmt = output_format(json_out, format_out)
-    quiet = fmt == "json" or not request.search.sweep  # only a plan search takes seconds
-    with progress_bar("train --sweep: plans", quiet) as bar:
-        result = run(request, progress=bar)
-    emit(fmt, result.payload, lambda: _print(result))
+    # only a plan search takes seconds, so only --sweep draws a bar
+    answer(TrainRequest, locals(), _print,
+           progress="train --sweep: plans" if sweep else None)
 
 
 def _print(result: TrainResult | TrainSweepResult | RLHFResult | CNNTrainResult) -> None:

@@ -21,7 +21,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from perfcast.errors import InputError, close_matches, from_validation_error, read_user_json
+from perfcast.errors import (
+    AmbiguousName,
+    InputError,
+    close_matches,
+    from_validation_error,
+    read_user_json,
+)
 from perfcast.specs._cluster import Cluster, Link, LinkKind
 from perfcast.specs._device import Device
 from perfcast.specs._dtype import DType, bytes_per_element
@@ -56,8 +62,7 @@ class _Names:
         candidate."""
         candidates = self.ambiguous.get(_key(name))
         if candidates is not None:
-            raise InputError(field, f"{name.strip()!r} is ambiguous: {', '.join(candidates)}"
-                             " (give one of these full names)")
+            raise AmbiguousName(field, name, candidates)
         return self.index.get(_key(name))
 
     def near(self, name: str, n: int = 6) -> list[str]:

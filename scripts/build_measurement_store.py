@@ -6,11 +6,16 @@ normalises each row to `perfcast.measure._schema.STORE_COLUMNS` (catalog device 
 op families and shape conventions, FLOPs and bytes as `perfcast.ops` counts them, seconds),
 subsamples the biggest AIConfigurator groups, drops exact duplicates (median latency) and writes
 a deterministic zstd Parquet file plus its README.md (provenance, rules, row counts).
+
+`--framework vllm` / `--framework sglang` instead writes kernels_vllm.parquet /
+kernels_sglang.parquet: the AIConfigurator tables collected with that framework's own kernels
+(same converters, op = the table's `kernel_source`), and its section of the same README.md.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import re
 import warnings
 from pathlib import Path
 
@@ -25,6 +30,16 @@ from perfcast.specs import get_device
 
 OUT = Path("src/perfcast/measure/data")
 CAP = 6000  # max rows per AIConfigurator (device, family, op, dtype, weight_dtype, kv_dtype) group
+# Per-framework stores (vLLM, SGLang): op is the kernel source, so groups are per kernel and
+# many; a smaller cap keeps each file small (< 6 MB) and the per-stack fits quick.
+FRAMEWORK_CAP = 1000
+FRAMEWORKS = {  # --framework -> (AIC framework folder, store file, `source` column)
+    "default": ("trtllm", "kernels.parquet", "aiconfigurator"),
+    "vllm": ("vllm", "kernels_vllm.parquet", "aiconfigurator-vllm"),
+    "sglang": ("sglang", "kernels_sglang.parquet", "aiconfigurator-sglang"),
+}
+# Framework folders beside trtllm that the default store leaves out (they have their own).
+PER_FRAMEWORK = frozenset(f for f, _, _ in FRAMEWORKS.values()) - {"trtllm"}
 ELEM = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
 SHAPE = ["b", "m", "n", "k", "batch", "heads", "kv_heads", "head_dim", "q_len", "kv_len",
          "window"]
@@ -52,6 +67,7 @@ MOE_DTYPES = {  # moe_dtype -> (activation/math dtype, weight dtype); mixed name
     "nvfp4": ("fp4", "fp4"), "w4afp8": ("fp8", "int4"),
     "w4a8_mxfp4_mxfp8": ("fp8", "fp4"),  # MXFP4 weights, MXFP8 activations
     "w4a16_mxfp4": ("bf16", "fp4"),      # MXFP4 weights, BF16 activations (gpt-oss)
+    "int4_wo": ("bf16", "int4"),         # INT4 weights, BF16 activations (Marlin; SGLang, vLLM)
 }
 COMM_FAMILIES = {"all_reduce": "allreduce", "all_gather": "allgather",
                  "reduce_scatter": "reducescatter", "alltoall": "alltoall"}
@@ -76,28 +92,51 @@ def elem(dtypes: pd.Series) -> np.ndarray:
     return dtypes.map(ELEM).to_numpy(dtype=float)
 
 
-def _aic_tables(shared: Path, table: str) -> list[tuple[str, str, pd.DataFrame]]:
-    """(catalog device, source_file, frame) of one table name over the AIC systems."""
+def _aic_tables(shared: Path, table: str, framework: str = "trtllm"
+                ) -> list[tuple[str, str, pd.DataFrame]]:
+    """(catalog device, source_file, frame) of one table name over the AIC systems, from the
+    folders `<system>/<family>/<framework>/<version>/`: "trtllm" takes every framework folder
+    but the per-framework ones (TensorRT-LLM and NCCL), "vllm" / "sglang" only their own."""
     out = []
     for system, device in AIC_SYSTEMS.items():
         for path in sorted((shared / "aiconfigurator/systems/data" / system).glob(
                 f"*/*/*/{table}.parquet")):
+            folder = path.parent.parent.name
+            if (folder in PER_FRAMEWORK) if framework == "trtllm" else folder != framework:
+                continue
             df = pd.read_parquet(path)
+            if table.endswith("attention_perf") and "window_size" not in df:
+                df = df.assign(window_size=0)  # older collectors (vLLM 0.14): no window column
             names = {get_device(s).name for s in df["device"].unique()}
+            if names != {device} and framework != "trtllm" and names <= set(AIC_SYSTEMS.values()):
+                # upstream's b300_sxm SGLang gemm and attention tables are byte copies of the
+                # GB300 ones (device "NVIDIA GB300"): GB300 keeps its own, the copy is skipped
+                warnings.warn(f"{path}: rows of {sorted(names)}, not {device}: skipped",
+                              stacklevel=1)
+                continue
             if names != {device}:
                 raise SystemExit(f"{path}: device strings {names} do not resolve to {device}")
             out.append((device, path.relative_to(shared).as_posix(), df))
     return out
 
 
-def _aic_common(device: str, src: str, df: pd.DataFrame) -> dict:
-    return {"source": "aiconfigurator", "source_file": src, "device": device,
+def _aic_common(device: str, src: str, df: pd.DataFrame, framework: str = "trtllm") -> dict:
+    source = next(s for f, _, s in FRAMEWORKS.values() if f == framework)
+    return {"source": source, "source_file": src, "device": device,
             "timing": "cuda_graph", "latency_s": df["latency"].to_numpy(float) / 1e3}
 
 
-def aic_gemm(shared: Path) -> list[pd.DataFrame]:
+def _kernel_op(df: pd.DataFrame, framework: str, trtllm_op, prefix: str = "") -> np.ndarray:
+    """The op column: TensorRT-LLM's op names as before; for a framework store the table's
+    `kernel_source` (FA3, FA4, flashinfer, triton, ...), each kernel its own fixed cost."""
+    if framework == "trtllm":
+        return np.broadcast_to(np.asarray(trtllm_op, dtype=object), (len(df),)).copy()
+    return (prefix + df["kernel_source"].astype(str)).to_numpy(dtype=object)
+
+
+def aic_gemm(shared: Path, framework: str = "trtllm") -> list[pd.DataFrame]:
     frames = []
-    for device, src, df in _aic_tables(shared, "gemm_perf"):
+    for device, src, df in _aic_tables(shared, "gemm_perf", framework):
         unknown = set(df["gemm_dtype"]) - set(GEMM_DTYPES)
         if unknown:
             warnings.warn(f"{src}: unknown gemm_dtype {sorted(unknown)} skipped", stacklevel=1)
@@ -106,16 +145,17 @@ def aic_gemm(shared: Path) -> list[pd.DataFrame]:
         dtype, wdtype = spec.str[1], spec.str[2]
         m, n, k = (df[c].to_numpy(float) for c in ("m", "n", "k"))
         frames.append(frame(
-            len(df), **_aic_common(device, src, df), family="gemm", op=spec.str[0].to_numpy(),
+            len(df), **_aic_common(device, src, df, framework), family="gemm",
+            op=_kernel_op(df, framework, spec.str[0].to_numpy()),
             dtype=dtype.to_numpy(), weight_dtype=wdtype.to_numpy(), b=1, m=m, n=n, k=k,
             flops=2 * m * n * k, bytes=m * k * elem(dtype) + n * k * elem(wdtype) + m * n * 2,
             _size=m))
     return frames
 
 
-def aic_attention(shared: Path) -> list[pd.DataFrame]:
+def aic_attention(shared: Path, framework: str = "trtllm") -> list[pd.DataFrame]:
     frames = []
-    for device, src, df in _aic_tables(shared, "context_attention_perf"):
+    for device, src, df in _aic_tables(shared, "context_attention_perf", framework):
         dt, kv = df["attn_dtype"].map(ATTN_DTYPES), df["kv_cache_dtype"].map(ATTN_DTYPES)
         batch, isl, heads, kvh, hd, win = (df[c].to_numpy(float) for c in (
             "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size"))
@@ -124,7 +164,8 @@ def aic_attention(shared: Path) -> list[pd.DataFrame]:
             sel = win == w
             pairs[sel] = attended_keys(isl[sel], np.zeros(sel.sum()), int(w) or None)
         frames.append(frame(
-            len(df), **_aic_common(device, src, df), family="attn_prefill", op="attn",
+            len(df), **_aic_common(device, src, df, framework), family="attn_prefill",
+            op=_kernel_op(df, framework, "attn"),
             dtype=dt.to_numpy(), weight_dtype=dt.to_numpy(), kv_dtype=kv.to_numpy(),
             b=batch * heads, m=isl, n=isl, k=hd, batch=batch, heads=heads, kv_heads=kvh,
             head_dim=hd, q_len=isl, kv_len=isl, window=win,
@@ -132,13 +173,14 @@ def aic_attention(shared: Path) -> list[pd.DataFrame]:
             bytes=batch * isl * (heads + 2 * kvh) * hd * elem(dt)
             + batch * isl * heads * hd * elem(dt) + batch * isl * 2 * kvh * hd * elem(kv),
             _size=isl))
-    for device, src, df in _aic_tables(shared, "generation_attention_perf"):
+    for device, src, df in _aic_tables(shared, "generation_attention_perf", framework):
         dt, kv = df["attn_dtype"].map(ATTN_DTYPES), df["kv_cache_dtype"].map(ATTN_DTYPES)
         batch, kvlen, heads, kvh, hd, win = (df[c].to_numpy(float) for c in (
             "batch_size", "step", "num_heads", "num_key_value_heads", "head_dim", "window_size"))
         keys = np.where(win > 0, np.minimum(kvlen, win), kvlen)
         frames.append(frame(
-            len(df), **_aic_common(device, src, df), family="attn_decode", op="attn",
+            len(df), **_aic_common(device, src, df, framework), family="attn_decode",
+            op=_kernel_op(df, framework, "attn"),
             dtype=dt.to_numpy(), weight_dtype=dt.to_numpy(), kv_dtype=kv.to_numpy(),
             b=batch * heads, m=1, n=keys, k=hd, batch=batch, heads=heads, kv_heads=kvh,
             head_dim=hd, q_len=1, kv_len=kvlen, window=win,
@@ -148,28 +190,31 @@ def aic_attention(shared: Path) -> list[pd.DataFrame]:
     return frames
 
 
-def aic_mla(shared: Path) -> list[pd.DataFrame]:
+def aic_mla(shared: Path, framework: str = "trtllm") -> list[pd.DataFrame]:
     """DeepSeek MLA core. `num_heads` is already per GPU: upstream's collector divides the
-    model's heads by tp_size before logging (latency scales with num_heads at any tp_size)."""
+    model's heads by tp_size before logging (latency scales with num_heads at any tp_size).
+    Framework stores name the op `mla_<kernel_source>`."""
     d_qk = MLA["qk_nope"] + MLA["qk_rope"]      # 192
     d_lat = MLA["kv_lora"] + MLA["qk_rope"]     # 576
     frames = []
-    for device, src, df in _aic_tables(shared, "context_mla_perf"):
+    for device, src, df in _aic_tables(shared, "context_mla_perf", framework):
         dt, kv = df["mla_dtype"].map(ATTN_DTYPES), df["kv_cache_dtype"].map(ATTN_DTYPES)
         batch, isl, heads = (df[c].to_numpy(float) for c in ("batch_size", "isl", "num_heads"))
         pairs = attended_keys(isl, np.zeros_like(isl), None)
         frames.append(frame(
-            len(df), **_aic_common(device, src, df), family="attn_prefill", op="mla",
+            len(df), **_aic_common(device, src, df, framework), family="attn_prefill",
+            op=_kernel_op(df, framework, "mla", "mla_"),
             dtype=dt.to_numpy(), weight_dtype=dt.to_numpy(), kv_dtype=kv.to_numpy(),
             b=batch * heads, m=isl, n=isl, k=d_qk, batch=batch, heads=heads, kv_heads=heads,
             head_dim=d_qk, q_len=isl, kv_len=isl, window=0,
             flops=2 * batch * heads * (d_qk + MLA["v"]) * pairs,
             bytes=batch * isl * heads * (d_qk + d_qk + MLA["v"] + MLA["v"]) * 2, _size=isl))
-    for device, src, df in _aic_tables(shared, "generation_mla_perf"):
+    for device, src, df in _aic_tables(shared, "generation_mla_perf", framework):
         dt, kv = df["mla_dtype"].map(ATTN_DTYPES), df["kv_cache_dtype"].map(ATTN_DTYPES)
         batch, keys, heads = (df[c].to_numpy(float) for c in ("batch_size", "step", "num_heads"))
         frames.append(frame(
-            len(df), **_aic_common(device, src, df), family="attn_decode", op="mla",
+            len(df), **_aic_common(device, src, df, framework), family="attn_decode",
+            op=_kernel_op(df, framework, "mla", "mla_"),
             dtype=dt.to_numpy(), weight_dtype=dt.to_numpy(), kv_dtype=kv.to_numpy(),
             b=batch * heads, m=1, n=keys, k=d_lat, batch=batch, heads=heads, kv_heads=1,
             head_dim=d_lat, q_len=1, kv_len=keys, window=0,
@@ -188,10 +233,10 @@ def moe_dtypes(name: str) -> tuple[str, str]:
     return "bf16", "bf16"
 
 
-def aic_moe(shared: Path) -> list[pd.DataFrame]:
+def aic_moe(shared: Path, framework: str = "trtllm") -> list[pd.DataFrame]:
     """Fused MoE expert GEMMs (gated: up+gate and down, 3 matrices; `nongated`: 2)."""
     frames = []
-    for device, src, df in _aic_tables(shared, "moe_perf"):
+    for device, src, df in _aic_tables(shared, "moe_perf", framework):
         spec = {name: moe_dtypes(name) for name in sorted(df["moe_dtype"].unique())}
         dt = df["moe_dtype"].map({name: pair[0] for name, pair in spec.items()})
         wdt = df["moe_dtype"].map({name: pair[1] for name, pair in spec.items()})
@@ -211,7 +256,7 @@ def aic_moe(shared: Path) -> list[pd.DataFrame]:
         config = (":E" + df["num_experts"].astype(str) + ":top" + df["topk"].astype(str)
                   + ":tp" + df["moe_tp_size"].astype(str) + ":ep" + df["moe_ep_size"].astype(str))
         frames.append(frame(
-            len(df), **_aic_common(device, src, df), family="moe",
+            len(df), **_aic_common(device, src, df, framework), family="moe",
             op=(base + config).to_numpy(), _group_op=base.to_numpy(), dtype=dt.to_numpy(),
             weight_dtype=wdt.to_numpy(), b=active, m=routed / active,
             n=(mats - 1) * inter_local, k=h, batch=t,
@@ -629,8 +674,111 @@ n = 1). The GPT-3 layer file is not kernel data and is skipped.
 """
 
 
-def main() -> None:
-    shared = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
+def aic_framework_frames(shared: Path, framework: str) -> list[pd.DataFrame]:
+    """The kernel tables (gemm, attention, MLA, MoE) of one AIC framework folder."""
+    return [*aic_gemm(shared, framework), *aic_attention(shared, framework),
+            *aic_mla(shared, framework), *aic_moe(shared, framework)]
+
+
+# One section of README.md per framework store, between these markers (kept by the default
+# build, replaced by that framework's build).
+SECTION = "<!-- store:{name} -->"
+SECTION_END = "<!-- /store:{name} -->"
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The framework sections (name -> text with its markers) of an existing README."""
+    found = re.findall(r"(<!-- store:(\w+) -->.*?<!-- /store:\2 -->)", text, flags=re.S)
+    return {name: body for body, name in found}
+
+
+def write_readme(default_text: str | None, framework: str | None = None,
+                 section: str | None = None) -> None:
+    """README.md = the default store's text, then each framework store's section in
+    FRAMEWORKS order; either part is kept from the current file when not given."""
+    path = OUT / "README.md"
+    old = path.read_text() if path.exists() else ""
+    if default_text is None:
+        default_text = old.split("<!-- store:", 1)[0]
+    sections = _sections(old)
+    if framework is not None:
+        sections[framework] = (SECTION.format(name=framework) + "\n" + section.strip("\n")
+                               + "\n" + SECTION_END.format(name=framework))
+    parts = [default_text.rstrip("\n")] + [sections[f] for f in FRAMEWORKS if f in sections]
+    path.write_text("\n\n".join(parts) + "\n")
+
+
+def framework_readme(df: pd.DataFrame, framework: str, raw: pd.Series, size: int) -> str:
+    """The README section of one framework store: rows per device x family, the kernel
+    sources of each family, the framework version measured on each device."""
+    _, name, source = FRAMEWORKS[framework]
+    by_dev = df.groupby(["device", "family"]).size().unstack(fill_value=0)
+    raw_dev = raw.unstack(fill_value=0).reindex_like(by_dev).fillna(0).astype(int)
+    dev_rows = "\n".join(
+        f"| {d} | " + " | ".join(f"{int(k):,} / {int(r):,}" for k, r in
+                                 zip(by_dev.loc[d], raw_dev.loc[d], strict=True)) + " |"
+        for d in by_dev.index)
+    kernels = df.assign(op=df["op"].str.split(":").str[0]).groupby(
+        ["family", "op", "dtype", "kv_dtype"]).agg(
+        rows=("latency_s", "size"), devices=("device", "nunique"))
+    ks_rows = "\n".join(f"| {f} | `{o}` | {dt} | {kv or '-'} | {int(r.rows):,} | {r.devices} |"
+                         for (f, o, dt, kv), r in kernels.iterrows())
+    version = df["source_file"].str.split("/").str[6]  # aiconfigurator/systems/data/<system>/..
+    versions = (pd.DataFrame({"device": df["device"], "v": version})
+                .groupby("device")["v"].agg(lambda v: ", ".join(sorted(set(v)))))
+    ver_rows = "\n".join(f"| {d} | {v} |" for d, v in versions.items())
+    return f"""## `{name}`: {framework} kernels (AIConfigurator, `source = {source}`)
+
+{len(df):,} kernel latencies on {df['device'].nunique()} GPUs ({size / 1e6:.2f} MB), built by
+`python scripts/build_measurement_store.py --framework {framework}` from the AIConfigurator
+tables collected with {framework}'s own kernels (`systems/data/<system>/<family>/{framework}/
+<version>/`; the shared data README, section "vLLM and SGLang kernel tables"). Same schema,
+converters and conventions as the AIConfigurator rows above (`timing = cuda_graph`), except:
+`op` is the table's `kernel_source`, so each kernel (FA3, FA4, flashinfer, triton, cutlass,
+DeepGEMM, ...) is its own fixed-cost variant; MLA rows are `mla_<kernel_source>`; MoE ops are
+`<kernel_source>:<distribution>:E..:top..:tp..:ep..` as above. Families gemm, attn_prefill,
+attn_decode, moe (no collectives). Size control as above with a cap of {FRAMEWORK_CAP:,} rows
+per (device, family, op, dtype, weight_dtype, kv_dtype) group (Intel B60 skipped; so are
+tables whose device column names another system: upstream's b300_sxm SGLang gemm and
+attention tables are byte copies of GB300's). Load with
+`perfcast.measure.load_store(source="{framework}")`.
+
+Rows per device and family (stored / measured):
+
+| device | {' | '.join(by_dev.columns)} |
+|---|{'---|' * len(by_dev.columns)}
+{dev_rows}
+
+{framework} version per device (folder name):
+
+| device | version |
+|---|---|
+{ver_rows}
+
+Kernel sources (op) per family and dtype:
+
+| family | op | dtype | kv dtype | rows | devices |
+|---|---|---|---|---|---|
+{ks_rows}"""
+
+
+def build_framework(shared: Path, framework: str) -> None:
+    """kernels_<framework>.parquet and its README section."""
+    aic = pd.concat(aic_framework_frames(shared, framework), ignore_index=True)
+    raw = aic.groupby(["device", "family"]).size()
+    df = finalize(subsample(aic, FRAMEWORK_CAP))
+    path = OUT / FRAMEWORKS[framework][1]
+    OUT.mkdir(parents=True, exist_ok=True)
+    write(df, path)
+    size = path.stat().st_size
+    write_readme(None, framework, framework_readme(df, framework, raw, size))
+    pd.set_option("display.width", 200)
+    print(df.groupby(["device", "family"]).size().unstack(fill_value=0).to_string())
+    print(f"{len(df):,} rows (of {int(raw.sum()):,} measured), {size / 1e6:.2f} MB -> {path}")
+
+
+def build_default(shared: Path) -> None:
+    """kernels.parquet: TensorRT-LLM AIConfigurator tables, NeuSight, Vidur, LLMCompass."""
     aic = pd.concat([*aic_gemm(shared), *aic_attention(shared), *aic_mla(shared),
                      *aic_moe(shared), *aic_comm(shared)], ignore_index=True)
     raw_aic = aic.groupby(["device", "family"]).size()
@@ -648,12 +796,26 @@ def main() -> None:
     path = OUT / "kernels.parquet"
     write(df, path)
     size = path.stat().st_size
-    (OUT / "README.md").write_text(readme(df, raw_aic, kept_aic, counts, size))
+    write_readme(readme(df, raw_aic, kept_aic, counts, size))
     print(counts.to_string())
     pd.set_option("display.width", 200)
     print(df.groupby(["source", "family"]).size().to_string())
     print(df.groupby("device").size().to_string())
     print(f"{len(df):,} rows, {size / 1e6:.2f} MB -> {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("shared", nargs="?", default="../shared/data",
+                        help="the shared data folder (default ../shared/data)")
+    parser.add_argument("--framework", choices=list(FRAMEWORKS), default="default",
+                        help="default: kernels.parquet (every source); vllm / sglang: "
+                             "kernels_<framework>.parquet (that framework's AIC tables)")
+    args = parser.parse_args()
+    if args.framework == "default":
+        build_default(Path(args.shared))
+    else:
+        build_framework(Path(args.shared), args.framework)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,18 @@ class InputError(ValueError):
             message += f" (allowed: {allowed})"
         super().__init__(message)
 
+    def __reduce__(self):
+        """Pickle by message and fields, not by __init__'s arguments (the default), so an
+        error raised in a worker process (sweeps, the suite, capacity) reaches the parent."""
+        return _restore_error, (type(self), self.args, dict(self.__dict__))
+
+
+def _restore_error(cls: type, args: tuple, state: dict) -> InputError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class AmbiguousName(InputError):
     """A short name that fits several catalog entries (`a100`): refused listing them all."""

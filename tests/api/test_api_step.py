@@ -81,6 +81,9 @@ def test_validate_models_forecasts_through_perfcast_step(variant):
     label = labels[labels["variant"] == variant].iloc[0]
     layout = {"dp4": ["--dp", "4"], "pp4_1": ["--pp", "4"], "tp4": ["--tp", "4"],
               "fusion": ["--fused"]}[variant]
+    # the labels ran PyTorch 1.x eager: the legacy stack, fusion and launch mode pinned
+    layout += ["--stack", "hf-transformers-legacy", "--execution", "eager",
+               *(["--no-fused"] if variant != "fusion" else [])]
     cli = _cli("--model", label["model"], "--gpu", label["device"], "--batch",
                str(label["batch"]), "--seq-len", str(label["seq_len"]), "--mode", label["mode"],
                *layout)

@@ -69,7 +69,7 @@ def test_defaults_give_the_cli_number():
     assert result.forecast.iteration_time_s == printed["iteration_time_s"]
     assert result.inputs["dtype"] == "bf16" and result.inputs["seq_len"] == 2048
     assert result.inputs["kernel_model"]["name"] == "calibrated"
-    assert result.inputs["kernel_model"]["stack"] == "none"
+    assert result.inputs["kernel_model"]["stack"] == "megatron-core"  # the default stack
 
 
 def test_nested_groups_equal_flat_options():

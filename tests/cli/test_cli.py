@@ -70,7 +70,7 @@ def test_model_config_flag(tmp_path):
      "a100-sxm4-80gb has no fp8"),
     (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--kv-dtype", "fp9"),
      "kv_dtype: unknown dtype"),
-    (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--host", "trt"), "host_overhead"),
+    (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--host", "trt"), "host"),
     (("--model", "llama-2-7b"), "give exactly one of --gpu or --cluster"),
     (("--gpu", "h100-sxm"), "give exactly one of --model or --model-config"),
     (("--model", "llama-2-7b", "--gpu", "h100-sxm", "--dtype", "fp8", "--weight-dtype", "int4"),

@@ -83,7 +83,7 @@ def test_stack_profile_is_recorded_and_slows_the_forecast():
     assert plain.exit_code == 0 and stacked.exit_code == 0, stacked.output
     plain, stacked = json.loads(plain.stdout), json.loads(stacked.stdout)
     assert stacked["inputs"]["kernel_model"]["stack"] == "llm-foundry"
-    assert plain["inputs"]["kernel_model"]["stack"] == "none"
+    assert plain["inputs"]["kernel_model"]["stack"] == "megatron-core"
     assert stacked["tokens_per_s"] < plain["tokens_per_s"]
 
 

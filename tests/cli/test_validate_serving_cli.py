@@ -22,3 +22,17 @@ def test_held_out_sample_leaves_the_excluded_points_out():
     assert overall and overall[0]["n"] == len(sample_serving_points(rest, 1, 1)) < len(seen)
     bad = runner.invoke(app, ["validate", "serving", "--exclude-seed", "0"])
     assert bad.exit_code == 2 and "exclude_seed" in bad.stderr
+
+
+def test_by_backend_prints_each_backend_and_refuses_an_unknown_stack():
+    args = ["validate", "serving", "--method", "roofline", "--points-per-group", "1",
+            "--arch", "dense", "--by", "backend", "--stack", "backend"]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.stdout)
+    assert payload["by"] == "backend" and payload["stack"] == "backend"
+    assert {r["split"] for r in payload["rows"]} == {"trtllm", "vllm", "sglang", "all"}
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0 and "roofline P90" in table.stdout, table.output
+    bad = runner.invoke(app, ["validate", "serving", "--stack", "tensorrt"])
+    assert bad.exit_code == 2 and "stack" in bad.stderr and "backend" in bad.stderr

@@ -71,7 +71,7 @@ def test_gradient_accumulation_repeats_compute_and_reduces_once():
 
 @pytest.mark.parametrize("kwargs, field", [
     ({"name": "vgg16"}, "model"), ({"num_gpus": 16}, "num_gpus"),
-    ({"global_batch": 100}, "global_batch"), ({"dtype": "fp16"}, "dtype")])
+    ({"global_batch": 100}, "global_batch"), ({"dtype": "fp8"}, "dtype")])
 def test_bad_input_names_its_field(kwargs, field):
     args = {"name": "resnet50", "cluster": get_cluster("dgx-a100", 8), "num_gpus": 8,
             "micro_batch": 32} | kwargs

@@ -47,11 +47,14 @@ from perfcast.api._capacity import (
     ResolvedCapacity,
 )
 from perfcast.api._choices import (
+    EngineStackChoice,
     Hardware,
     KernelChoice,
     ModelChoice,
     PrecisionChoice,
     ServingPrecision,
+    StackChoice,
+    default_stack,
     kernel_model,
     machines_for,
 )
@@ -142,6 +145,7 @@ from perfcast.api._train import (
 __all__ = [
     "COMMANDS", "Command", "Group", "Hardware", "InferEngine", "InferPlan", "InferRequest",
     "InferResult", "InferWorkload", "KernelChoice", "ModelChoice", "PrecisionChoice", "Request",
+    "EngineStackChoice", "StackChoice", "default_stack",
     "ResolvedInfer", "Result", "ServingPrecision", "command_for", "dump_request",
     "kernel_model", "load_request", "machines_for", "request_from_options", "resolve", "run",
     "run_options",

@@ -22,21 +22,26 @@ from perfcast.kernels import (
     default_time_model,
     shipped_calibration,
 )
+from perfcast.kernels._stack import family_provenance, stack_kernel_model
 from perfcast.specs import (
     Cluster,
     Device,
     ModelSpec,
     Precision,
+    Stack,
     cluster_for,
     get_cluster,
     get_device,
     get_model,
+    get_stack,
     parse_dtype,
+    stack_names,
 )
 
-__all__ = ["ACTIVATION_QUANT", "KERNEL_MODELS", "Hardware", "KernelChoice", "ModelChoice",
-           "PrecisionChoice", "ServingPrecision", "collective_model", "kernel_model",
-           "machines_for", "precision_spec", "serving_collective_model"]
+__all__ = ["ACTIVATION_QUANT", "DEFAULT_STACKS", "KERNEL_MODELS", "Hardware", "KernelChoice",
+           "EngineStackChoice", "ModelChoice", "PrecisionChoice", "ServingPrecision", "StackChoice",
+           "collective_model", "default_stack", "kernel_model", "machines_for",
+           "precision_spec", "serving_collective_model"]
 
 KERNEL_MODELS = ("calibrated", "roofline")
 ACTIVATION_QUANT = ("separate", "fused")
@@ -87,6 +92,41 @@ def machines_for(gpu: str | None, cluster: str | None, gpus: int) -> Cluster:
     return get_cluster(cluster, gpus) if cluster else cluster_for(get_device(gpu), gpus)
 
 
+# The stack a question is about when the user names none: HF transformers for one eager
+# step, Megatron-Core for training at scale, and for serving the stack whose kernels the
+# serving validation was run with (TensorRT-LLM's tables; `--stack vllm` routes GEMM,
+# attention and MoE to vLLM's own tables, not yet validated end to end).
+DEFAULT_STACKS = {"infer": "trtllm", "serve": "trtllm", "capacity": "trtllm",
+                  "step": "hf-transformers",
+                  "train": "megatron-core"}
+
+
+def default_stack(command: str) -> str:
+    if command not in DEFAULT_STACKS:
+        raise InputError("stack", f"{command!r} has no default stack", sorted(DEFAULT_STACKS))
+    return DEFAULT_STACKS[command]
+
+
+class StackChoice(Group):
+    """The software stack the workload runs on (`perfcast stacks`)."""
+
+    stack: str | None = Field(None, description="Software stack (`perfcast stacks`): "
+                              + ", ".join(stack_names()) + "; default: the question's "
+                              "(serving: trtllm, step: hf-transformers, train: megatron-core).")
+
+    def spec(self, command: str) -> Stack:
+        return get_stack(self.stack if self.stack is not None else default_stack(command))
+
+
+class EngineStackChoice(StackChoice):
+    """A stack whose host drives the GPU in the forecast (infer, serve, step), and how fast
+    that host's CPU is."""
+
+    host_speed: float = Field(1.0, gt=0.0, le=100.0, allow_inf_nan=False,
+                              description="Host CPU speed relative to the stack's reference "
+                              "CPU: eager host costs are divided by it.")
+
+
 class KernelChoice(Group):
     """How kernel times are priced: the calibrated model (plus a user calibration) or the
     plain roofline."""
@@ -95,9 +135,28 @@ class KernelChoice(Group):
     calibration: str | None = Field(None, description="Extra calibration JSON from "
                                     "`perfcast calibrate`.")
 
-    def resolve(self, device: Device | None = None):
-        """(the kernel time model, a description of it for the payload)."""
-        return kernel_model(self.kernel_model, self.calibration, device)
+    def resolve(self, device: Device | None = None, stack: Stack | None = None):
+        """(the kernel time model, a description of it for the payload); with a stack, its
+        families priced from the stack's kernel sources and described per family."""
+        model, info = kernel_model(self.kernel_model, self.calibration, device)
+        if stack is None:
+            return model, info
+        user = _user_families(model, device) if self.calibration else frozenset()
+        model = stack_kernel_model(stack, model, user)
+        info["stack"] = stack.name
+        if device is not None:
+            info["families"] = family_provenance(stack, device, roofline=self.kernel_model
+                                                 == "roofline", user_families=user)
+        return model, info
+
+
+def _user_families(model, device: Device | None) -> frozenset[str]:
+    """Families a user calibration measured on the device: priced from it, whatever the
+    stack's source (a measurement of the target beats any shipped table)."""
+    if device is None:
+        return frozenset()
+    own = model.calibration.devices.get(device.name, {})
+    return frozenset(key.split("/")[0] for key in own)
 
 
 def kernel_model(name: str, calibration: str | None, device: Device | None = None):

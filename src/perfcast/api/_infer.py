@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import Field
@@ -10,18 +11,21 @@ from pydantic import Field
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import (
+    EngineStackChoice,
     Hardware,
     KernelChoice,
     ModelChoice,
     PrecisionChoice,
     serving_collective_model,
 )
+from perfcast.api._engine_host import EngineHost, engine_host
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.comm import CollectiveModel
 from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
+from perfcast.ops import eager_batch_ops
+from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision, Stack
 
 __all__ = ["InferEngine", "InferPlan", "InferRequest", "InferResult", "InferWorkload",
            "ResolvedInfer", "inference_plan"]
@@ -69,11 +73,14 @@ class InferWorkload(Group):
 
 
 class InferEngine(Group):
-    """How the serving engine launches kernels and what its host adds per step."""
+    """How the engine launches kernels and what its host adds per step (default: the
+    stack's: CUDA graphs and a serving engine's host profile, or eager PyTorch)."""
 
-    execution: Execution = Field(Execution.CUDA_GRAPH, description="Kernel launch mode.")
-    host: str = Field("vllm-v0", description="Per-step host overhead of the serving engine: "
-                      + ", ".join(HOST_PROFILES) + ".")
+    execution: Execution | None = Field(None, description="Kernel launch mode (default: the "
+                                        "stack's).")
+    host: str | None = Field(None, description="Per-step host overhead of the serving "
+                             "engine: " + ", ".join(HOST_PROFILES) + " (default: the "
+                             "stack's).")
 
 
 class InferRequest(Request):
@@ -87,6 +94,7 @@ class InferRequest(Request):
     workload: InferWorkload = InferWorkload()
     engine: InferEngine = InferEngine()
     kernels: KernelChoice = KernelChoice()
+    stack: EngineStackChoice = EngineStackChoice()
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,8 @@ class ResolvedInfer:
     time_model: ExecutionTimeModel
     kernel_info: dict[str, Any]
     comm_model: CollectiveModel
+    stack: Stack
+    host: EngineHost
 
 
 def resolve_infer(request: InferRequest) -> ResolvedInfer:
@@ -106,9 +116,12 @@ def resolve_infer(request: InferRequest) -> ResolvedInfer:
     plan = request.plan.spec()
     box = request.hardware.machines(plan.tp * plan.cp)
     precision = request.precision.spec()
-    time_model, info = request.kernels.resolve(box.device)
+    stack = request.stack.spec("infer")
+    time_model, info = request.kernels.resolve(box.device, stack)
+    host = engine_host(stack, request.engine.execution, request.engine.host,
+                       request.stack.host_speed)
     return ResolvedInfer(request, spec, box, plan, precision, time_model, info,
-                         serving_collective_model())
+                         serving_collective_model(), stack, host)
 
 
 @dataclass(frozen=True)
@@ -139,18 +152,39 @@ class InferResult:
 
 
 def execute_infer(r: ResolvedInfer) -> InferResult:
-    w, e = r.request.workload, r.request.engine
+    w, h = r.request.workload, r.host
     forecast = forecast_inference(
         r.model, r.machines, batch=w.batch, prompt_tokens=w.prompt_tokens,
         output_tokens=w.output_tokens, precision=r.precision, plan=r.plan,
-        execution=e.execution, host=e.host, time_model=r.time_model, images=w.images,
-        comm_model=r.comm_model)
+        execution=h.execution, host=h.profile, time_model=r.time_model, images=w.images,
+        comm_model=r.comm_model, dispatch_s=h.dispatch_s, step_host_s=h.step_s,
+        batch_ops=_eager_graph(r))
     inputs = {"model": r.model.name, "gpu": r.machines.device.name, "cluster": r.machines.name,
               "tp": r.plan.tp, "cp": r.plan.cp, "images": w.images, "batch": w.batch,
               "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
-              "precision": r.precision.model_dump(mode="json"), "execution": str(e.execution),
-              "host": e.host, "kernel_model": r.kernel_info}
+              "precision": r.precision.model_dump(mode="json"), "stack": r.stack.card(),
+              **h.inputs(), "kernel_model": r.kernel_info}
+    if not r.stack.serving_engine:
+        forecast.notes.append(
+            f"{r.stack.name} runs generate()'s eager module graph (prefill with last-token "
+            "logits, then one decode step per token over a DynamicCache); generate()'s own "
+            "per-token Python bookkeeping is not measured (host_step_s = 0): this TPOT is a "
+            "lower bound")
     return InferResult(r.request, inputs, forecast)
+
+
+def _eager_graph(r: ResolvedInfer):
+    """The op builder of a stack that is not a serving engine: the model's eager PyTorch
+    graph (ops.eager_batch_ops) with the stack's attention and fusion; None: the engine's."""
+    if r.stack.serving_engine:
+        return None
+    if r.plan.cp > 1 or r.request.workload.images:
+        raise InputError("stack", f"{r.stack.name} (generate()'s eager graph) is modelled "
+                         "without context parallelism or images", "a serving stack: "
+                         "trtllm, vllm or sglang")
+    attention = "sdpa" if r.stack.attention.fused else "eager"
+    return partial(eager_batch_ops, r.model, precision=r.precision, plan=r.plan,
+                   attention=attention, fused=bool(r.stack.fused))
 
 
 register(InferRequest, resolve_infer, execute_infer)

@@ -8,6 +8,7 @@ DataFrame, and the payload `perfcast serve --json` prints.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from pydantic import Field, field_validator, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import Hardware, ServingPrecision, _shorthand
+from perfcast.api._choices import EngineStackChoice, Hardware, ServingPrecision, _shorthand
+from perfcast.api._engine_host import engine_host
 from perfcast.api._units import (
     MAX_BATCH,
     MAX_GPUS,
@@ -30,6 +32,7 @@ from perfcast.api._units import (
     parse_seconds,
 )
 from perfcast.errors import InputError, check_output_file, writing
+from perfcast.kernels import family_provenance
 from perfcast.serve import (
     ServeConfig,
     Workload,
@@ -39,6 +42,7 @@ from perfcast.serve import (
     simulate_disaggregated,
 )
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
+from perfcast.specs import get_stack
 
 __all__ = ["Colocation", "Disaggregation", "ResolvedServe", "ServeDeployment", "ServeEngine",
            "ServeModel", "ServeOutputs", "ServeRequest", "ServeResult", "ServeSlos",
@@ -323,6 +327,7 @@ class ServeRequest(Request):
     colocation: Colocation = Colocation()
     slos: ServeSlos = ServeSlos()
     outputs: ServeOutputs = ServeOutputs()
+    stack: EngineStackChoice = EngineStackChoice()
 
 
 @dataclass(frozen=True)
@@ -377,7 +382,10 @@ def resolve_serve(request: ServeRequest) -> ResolvedServe:
     slos = request.slos.pair()
     hw, d, e, s = request.hardware, request.deployment, request.engine, request.speculative
     gpu = hw.gpu if hw.gpu or hw.cluster else DEFAULT_GPU
+    stack = request.stack.spec("serve")
+    host = engine_host(stack, None, None, request.stack.host_speed)
     config = ServeConfig(
+        stack=stack.name, execution=str(host.execution), host=host.profile,
         model=request.model.name, gpu=gpu, cluster=hw.cluster, tp=d.tp, pp=d.pp,
         replicas=d.replicas, scheduler=e.scheduler, router=e.router, max_batch=e.max_batch,
         max_batch_tokens=e.max_batch_tokens, chunk_size=e.chunk_size, block_size=e.block_size,
@@ -493,7 +501,18 @@ _MODES = {"single": _single, "colocated": _colocated, "disaggregated": _disaggre
 
 def execute_serve(r: ResolvedServe) -> ServeResult:
     """Simulate, write the files asked for, and summarise."""
-    return _MODES[r.mode](r)
+    result = _MODES[r.mode](r)
+    return dataclasses.replace(result, inputs={**result.inputs, **stack_inputs(r)})
+
+
+def stack_inputs(r: ResolvedServe) -> dict[str, Any]:
+    """The stack the deployment runs, its launch mode and host profile, and where each kernel
+    family's times come from on the deployment's GPU."""
+    stack, config = get_stack(r.config.stack), r.config
+    return {"stack": stack.card(), "execution": config.execution, "host": config.host,
+            "kernel_model": {"name": "calibrated", "stack": stack.name,
+                             "families": family_provenance(stack,
+                                                           config.cluster_spec.device)}}
 
 
 register(ServeRequest, resolve_serve, execute_serve)

@@ -1,9 +1,16 @@
-"""`step`: one forward or training iteration of a model, as eager PyTorch runs it.
+"""`step`: one forward, decode or training iteration of a model, as eager PyTorch runs it.
 
 A single GPU's iteration is the eager kernel graph (`ops.eager_ops`) priced and queued by
 `compose.step_time`; data-parallel (DDP bucket overlap) and pipeline-parallel (one micro-batch)
 runs compose that step with `compose.data_parallel_step` / `compose.pipeline_step`.
-`validate models` builds these same requests, so validation checks this command.
+The software stack (`--stack`, default hf-transformers: SDPA attention, unfused, eager
+dispatch) picks the attention kernel, the fusions, the launch mode and the host's per-kernel
+dispatch cost; explicit `--fused` / `--execution` override it. `validate models` builds these
+same requests with the legacy stack its PyTorch-1.x labels ran, so validation checks this
+command.
+A torchvision ResNet (`ops.CNN_MODELS`) runs its eval-mode forward through
+`compose.cnn_inference` (images/s, no tokens); a ViT (model_type vit) is an encoder over
+its image's patches plus the class token, so its sequence length is fixed by the image.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ from pydantic import Field, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import KernelChoice, ModelChoice, collective_model
+from perfcast.api._choices import EngineStackChoice, KernelChoice, ModelChoice, collective_model
+from perfcast.api._engine_host import engine_host
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.comm import CollectiveModel
 from perfcast.compose import (
@@ -30,23 +38,29 @@ from perfcast.compose import (
     step_time,
     step_timeline,
 )
+from perfcast.compose._vision import CNNInference, cnn_inference
 from perfcast.errors import InputError, check_output_file, writing
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.ops import EAGER_MODES, eager_ops
+from perfcast.ops import CNN_MODELS, EAGER_LOGITS, EAGER_MODES, eager_ops
 from perfcast.specs import (
     Cluster,
     DType,
     ModelSpec,
     ParallelPlan,
     Precision,
+    Stack,
     bytes_per_element,
     cluster_for,
     get_device,
     parse_dtype,
 )
+from perfcast.train import eager_step_memory
 
-__all__ = ["ResolvedStep", "StepEngine", "StepHardware", "StepOutputs", "StepPlan",
-           "StepPrecision", "StepRequest", "StepResult", "StepWorkload", "step_layout"]
+__all__ = ["ResolvedCNNStep", "ResolvedStep", "StepEngine", "StepHardware", "StepOutputs",
+           "StepPlan", "StepPrecision", "StepRequest", "StepResult", "StepStack", "StepWorkload",
+           "step_layout", "step_stack"]
+
+DEFAULT_SEQ_LEN = 512  # tokens per sequence when --seq-len is left out (not a ViT)
 
 
 class StepHardware(Group):
@@ -89,8 +103,15 @@ def step_layout(num_gpus: int | None, tp: int, pp: int, dp: int) -> int:
 class StepWorkload(Group):
     batch: int = Field(1, ge=1, le=MAX_BATCH, description="Sequences in the batch (global, "
                        "across dp).")
-    seq_len: int = Field(512, ge=1, le=MAX_TOKENS, description="Tokens per sequence.")
-    mode: str = Field("forward", description="forward or training (forward + backward).")
+    seq_len: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Tokens per "
+                                "sequence (default 512; a ViT's is its image's patches + "
+                                "CLS; unused in decode: one new token each).")
+    mode: str = Field("forward", description="forward, training (forward + backward) or "
+                      "decode (one generate() step over --context cached tokens).")
+    context: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Tokens already in "
+                                "the KV cache (decode only).")
+    logits: str = Field("all", description="Logits of all positions (a forward) or the last "
+                        "(generate(): logits_to_keep=1).")
 
 
 class StepPrecision(Group):
@@ -100,8 +121,10 @@ class StepPrecision(Group):
 class StepEngine(Group):
     """How the iteration runs: kernel launch mode, fusion, recompute, optimizer step."""
 
-    execution: Execution = Field(Execution.EAGER, description="Kernel launch mode.")
-    fused: bool = Field(False, description="Apply the fusion rules (torch.compile-style).")
+    execution: Execution | None = Field(None, description="Kernel launch mode (default: "
+                                        "the stack's).")
+    fused: bool | None = Field(None, description="Apply the fusion rules (torch.compile-"
+                               "style; default: the stack's).")
     recompute: bool = Field(False, description="Full activation recompute (training).")
     optimizer: str | None = Field(None, description="Add the optimizer step (training): "
                                   "adam or sgd.")
@@ -122,8 +145,35 @@ class StepRequest(Request):
     workload: StepWorkload = StepWorkload()
     precision: StepPrecision = StepPrecision()
     engine: StepEngine = StepEngine()
+    stack: EngineStackChoice = EngineStackChoice()
     kernels: KernelChoice = KernelChoice()
     outputs: StepOutputs = StepOutputs()
+
+
+@dataclass(frozen=True)
+class StepStack:
+    """What the stack (and the explicit options over it) make of the step: attention kernel,
+    fusion, launch mode and host costs in seconds on this run's host."""
+
+    stack: Stack
+    attention: str
+    fused: bool
+    execution: Execution
+    dispatch_s: float
+    host_s: float
+    overridden: tuple[str, ...]
+
+
+def step_stack(stack: Stack, engine: StepEngine, host_speed: float = 1.0) -> StepStack:
+    """The stack's choices with `engine`'s explicit ones on top: attention kernel and fusion
+    here, launch mode and host costs (divided by `host_speed`) from `engine_host`, the one
+    place a stack's host becomes seconds."""
+    fused = engine.fused if engine.fused is not None else bool(stack.fused)
+    host = engine_host(stack, engine.execution, None, host_speed)
+    overridden = tuple(name for name in ("fused", "execution")
+                       if getattr(engine, name) is not None)
+    return StepStack(stack, "sdpa" if stack.attention.fused else "eager", fused,
+                     host.execution, host.dispatch_s, host.step_s, overridden)
 
 
 @dataclass(frozen=True)
@@ -136,13 +186,30 @@ class ResolvedStep:
     time_model: ExecutionTimeModel
     kernel_info: dict[str, Any]
     comm_model: CollectiveModel
+    stack: StepStack
+    seq_len: int = DEFAULT_SEQ_LEN  # tokens per sequence (a ViT's: fixed by its image)
 
 
-def resolve_step(request: StepRequest) -> ResolvedStep:
+@dataclass(frozen=True)
+class ResolvedCNNStep:
+    """The eval-mode forward of a torchvision ResNet on one GPU (`compose.cnn_inference`)."""
+
+    request: StepRequest
+    machines: Cluster
+    dtype: DType
+    time_model: ExecutionTimeModel
+    kernel_info: dict[str, Any]
+    stack: StepStack
+
+
+def resolve_step(request: StepRequest) -> ResolvedStep | ResolvedCNNStep:
     """Checks in the order the command always made them, then the specs."""
+    if request.model.name in CNN_MODELS:
+        return _resolve_cnn(request)
     w, plan = request.workload, request.plan
     if w.mode not in EAGER_MODES:
         raise InputError("mode", f"unknown mode {w.mode!r}", list(EAGER_MODES))
+    _check_workload(w)
     gpus = plan.gpus()
     if w.batch % plan.dp:
         raise InputError("batch", f"{w.batch} sequences do not split over dp={plan.dp}",
@@ -151,9 +218,76 @@ def resolve_step(request: StepRequest) -> ResolvedStep:
     spec = request.model.spec()
     dtype = parse_dtype(request.precision.dtype, "dtype")
     machines = cluster_for(get_device(request.hardware.gpu), gpus)
-    time_model, info = request.kernels.resolve(machines.device)
+    stack = request.stack.spec("step")
+    time_model, info = request.kernels.resolve(machines.device, stack)
     return ResolvedStep(request, spec, machines, gpus, dtype, time_model, info,
-                        collective_model())
+                        collective_model(), step_stack(stack, request.engine,
+                                                       request.stack.host_speed),
+                        _seq_len(spec, w.seq_len, w.logits))
+
+
+# Options of a transformer step a CNN forward does not read: refused, never ignored.
+_TRANSFORMER_ONLY = ("seq_len", "context", "logits", "num_gpus", "tp", "pp", "dp",
+                     "recompute", "optimizer")
+
+
+def _seq_len(spec: ModelSpec, given: int | None, logits: str = "all") -> int:
+    """Tokens per sequence: --seq-len (default 512), or a ViT's patches + class token, which
+    an explicit different --seq-len contradicts (and whose head reads the class token
+    only, so --logits last is refused too)."""
+    if spec.image is None:
+        return DEFAULT_SEQ_LEN if given is None else given
+    if logits != "all":
+        raise InputError("logits", f"{spec.name} classifies the class token only",
+                         "all (the default) for a ViT")
+    tokens = spec.image.tokens
+    if given is not None and given != tokens:
+        raise InputError("seq_len", f"{spec.name} sees {tokens} tokens per image "
+                         f"(({spec.image.image_size}/{spec.image.patch_size})^2 patches + "
+                         f"the class token), got {given}", f"{tokens}, or omit --seq-len")
+    return tokens
+
+
+def _resolve_cnn(request: StepRequest) -> ResolvedCNNStep:
+    """A ResNet's inference forward: mode forward on one GPU; the transformer options are
+    refused (as `perfcast train` refuses them for a CNN)."""
+    name, w = request.model.name, request.workload
+    if request.model.config is not None:
+        raise InputError("model", "give exactly one of --model or --model-config",
+                         "a catalog name or a config.json path")
+    if w.mode != "forward":
+        raise InputError("mode", f"`perfcast step` runs {name}'s inference forward only, "
+                         f"not {w.mode!r}", f"forward; train it with `perfcast train "
+                         f"--model {name}`")
+    given, defaults = request.options(), StepRequest.option_defaults()
+    option = next((o for o in _TRANSFORMER_ONLY if given[o] != defaults[o]), None)
+    if option is not None:
+        raise InputError(option, f"{name} is a CNN: its forward takes images, on one GPU",
+                         f"omit --{option.replace('_', '-')} for a CNN")
+    check_output_file(request.outputs.trace, "trace")
+    dtype = parse_dtype(request.precision.dtype, "dtype")
+    machines = cluster_for(get_device(request.hardware.gpu), 1)
+    stack = request.stack.spec("step")
+    time_model, info = request.kernels.resolve(machines.device, stack)
+    return ResolvedCNNStep(request, machines, dtype, time_model, info,
+                           step_stack(stack, request.engine, request.stack.host_speed))
+
+
+def _check_workload(w: StepWorkload) -> None:
+    """Decode needs --context and runs one new token per sequence (--seq-len is unused there:
+    the payload records 1); no other mode takes --context; training computes every
+    position's logits."""
+    if w.logits not in EAGER_LOGITS:
+        raise InputError("logits", f"unknown logits {w.logits!r}", list(EAGER_LOGITS))
+    if w.mode == "decode":
+        if w.context is None:
+            raise InputError("context", "decode needs the tokens already in the KV cache",
+                             "--context N (N >= 1)")
+    elif w.context is not None:
+        raise InputError("context", f"only applies to --mode decode, not {w.mode}",
+                         "omit --context, or --mode decode")
+    if w.mode == "training" and w.logits != "all":
+        raise InputError("logits", "training computes the logits of every position", "all")
 
 
 @dataclass(frozen=True)
@@ -166,6 +300,9 @@ class StepResult:
     step: StepForecast
     parallel: ParallelStep | None = None
     trace: Path | None = None
+    memory_bytes: dict[str, float] | None = None
+    images: int | None = None  # images per step (a CNN or ViT), else None
+    notes: tuple[str, ...] = ()
 
     @property
     def time_s(self) -> float:
@@ -175,6 +312,13 @@ class StepResult:
     @property
     def exposed_comm_s(self) -> float:
         return 0.0 if self.parallel is None else self.parallel.exposed_comm_s
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the step processes: new tokens of every sequence (one each in decode;
+        none for a CNN)."""
+        seq = self.inputs["seq_len"]
+        return 0 if seq is None else self.request.workload.batch * seq
 
     @property
     def kernels(self) -> int:
@@ -191,7 +335,14 @@ class StepResult:
             "breakdown": {**one.breakdown(), **_phases(one),
                           "exposed_parallel_comm_s": self.exposed_comm_s},
             "kernels": self.kernels,
+            "tokens_per_s": self.tokens / total if total > 0 and self.tokens else None,
         }
+        if self.images is not None:
+            out["images_per_s"] = self.images / total if total > 0 else None
+            out["notes"] = list(self.notes)
+        if self.memory_bytes is not None:
+            out["memory_per_gpu_bytes"] = sum(self.memory_bytes.values())
+            out["memory_bytes"] = self.memory_bytes
         if self.trace is not None:
             out["trace"] = str(self.trace)
         return out
@@ -211,28 +362,80 @@ def _parallel(r: ResolvedStep, one: StepForecast) -> ParallelStep | None:
         return data_parallel_step(one, 4.0 * r.model.total_params() / p.tp, r.machines, p.dp,
                                   r.comm_model, stride=p.tp)
     if p.pp > 1:
-        act = bytes_per_element(r.dtype) * w.batch * w.seq_len * r.model.hidden_size
+        act = bytes_per_element(r.dtype) * w.batch * _new_tokens(r) * r.model.hidden_size
         return pipeline_step(one, act, r.machines, p.pp, r.comm_model)
     return None
 
 
-def execute_step(r: ResolvedStep) -> StepResult:
+def _new_tokens(r: ResolvedStep) -> int:
+    """Tokens per sequence through the model this step: one in decode."""
+    return 1 if r.request.workload.mode == "decode" else r.seq_len
+
+
+def execute_step(r: ResolvedStep | ResolvedCNNStep) -> StepResult:
+    if isinstance(r, ResolvedCNNStep):
+        return _execute_cnn(r)
     q = r.request
-    w, p, e = q.workload, q.plan, q.engine
-    ops = eager_ops(r.model, w.batch // p.dp, w.seq_len, w.mode, Precision.uniform(r.dtype),
-                    ParallelPlan(tp=p.tp), e.fused, e.recompute, e.optimizer)
-    one = step_time(ops, r.machines, e.execution, time_model=r.time_model,
-                    comm_model=r.comm_model)
+    w, p, e, s = q.workload, q.plan, q.engine, r.stack
+    seq_len = _new_tokens(r)
+    ops = eager_ops(r.model, w.batch // p.dp, seq_len, w.mode, Precision.uniform(r.dtype),
+                    ParallelPlan(tp=p.tp), s.fused, e.recompute, e.optimizer,
+                    attention=s.attention, context=w.context or 0, logits=w.logits)
+    one = step_time(ops, r.machines, s.execution, host_s=s.host_s, time_model=r.time_model,
+                    comm_model=r.comm_model, dispatch_s=s.dispatch_s)
     inputs = {"model": r.model.name, "gpu": r.machines.device.name, "num_gpus": r.gpus,
-              "tp": p.tp, "pp": p.pp, "dp": p.dp, "batch": w.batch, "seq_len": w.seq_len,
-              "mode": w.mode, "dtype": r.dtype.value, "execution": str(e.execution),
-              "fused": e.fused, "recompute": e.recompute, "optimizer": e.optimizer,
+              "tp": p.tp, "pp": p.pp, "dp": p.dp, "batch": w.batch, "seq_len": seq_len,
+              "mode": w.mode, "context": w.context, "logits": w.logits,
+              "dtype": r.dtype.value, "stack": s.stack.name, "attention": s.attention,
+              "execution": str(s.execution), "fused": s.fused, "overridden": list(s.overridden),
+              "dispatch_s": s.dispatch_s, "host_speed": q.stack.host_speed,
+              "recompute": e.recompute, "optimizer": e.optimizer,
               "kernel_model": r.kernel_info}
     trace = q.outputs.trace
     if trace is not None:
         with writing(trace, "trace"):
-            trace.write_text(json.dumps(chrome_trace(step_timeline(one, e.execution))))
-    return StepResult(q, inputs, one, _parallel(r, one), trace)
+            trace.write_text(json.dumps(chrome_trace(step_timeline(one, s.execution))))
+    images = w.batch if r.model.image is not None else None
+    return StepResult(q, inputs, one, _parallel(r, one), trace, _memory(r, seq_len), images)
+
+
+def _execute_cnn(r: ResolvedCNNStep) -> StepResult:
+    """`compose.cnn_inference` on the stack's launch mode and fusion (fused: batch norm and
+    ReLU folded into the convs), with its notes (e.g. borrowed half-precision conv
+    efficiency)."""
+    q, s = r.request, r.stack
+    w = q.workload
+    fc: CNNInference = cnn_inference(q.model.name, w.batch, r.machines, r.dtype.value,
+                                     s.execution, s.fused, r.time_model,
+                                     host_s=s.host_s, dispatch_s=s.dispatch_s)
+    inputs = {"model": q.model.name, "gpu": r.machines.device.name, "num_gpus": 1,
+              "tp": 1, "pp": 1, "dp": 1, "batch": w.batch, "seq_len": None,
+              "image_size": 224, "mode": "forward", "context": None, "logits": None,
+              "dtype": r.dtype.value, "stack": s.stack.name, "attention": None,
+              "execution": str(s.execution), "fused": s.fused, "overridden": list(s.overridden),
+              "dispatch_s": s.dispatch_s, "host_speed": q.stack.host_speed,
+              "recompute": False, "optimizer": None, "kernel_model": r.kernel_info}
+    trace = q.outputs.trace
+    if trace is not None:
+        with writing(trace, "trace"):
+            trace.write_text(json.dumps(chrome_trace(step_timeline(fc.step, s.execution))))
+    return StepResult(q, inputs, fc.step, None, trace, None, w.batch, tuple(fc.notes))
+
+
+def _memory(r: ResolvedStep, seq_len: int) -> dict[str, float]:
+    """Bytes per GPU of the step (train.eager_step_memory), model states under the stack's
+    training memory policy; full recompute keeps each layer's input, not its activations."""
+    q, w = r.request, r.request.workload
+    batch = w.batch // q.plan.dp
+    logits = batch if (w.logits == "last" or w.mode == "decode"
+                       or r.model.image is not None) else None  # a ViT: CLS token only
+    out = eager_step_memory(r.model, Precision.uniform(r.dtype), batch, seq_len, w.mode,
+                            r.stack.attention != "eager", r.stack.stack.training_memory,
+                            w.context or 0, logits, q.plan.tp)
+    if q.engine.recompute:
+        layer_input = bytes_per_element(r.dtype) * batch * seq_len * r.model.hidden_size
+        out["activations"] = layer_input * r.model.num_layers
+    return out
 
 
 register(StepRequest, resolve_step, execute_step)

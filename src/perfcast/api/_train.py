@@ -20,7 +20,7 @@ from pydantic import Field
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import Hardware, KernelChoice, ModelChoice
+from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, StackChoice
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.errors import InputError, check_output_file, writing
 from perfcast.kernels import ExecutionTimeModel
@@ -35,6 +35,7 @@ from perfcast.specs import (
 )
 from perfcast.train import (
     RECOMPUTE,
+    STACKS,
     CNNTrainForecast,
     RLHFForecast,
     TrainForecast,
@@ -46,6 +47,7 @@ from perfcast.train import (
     sweep_plans,
     training_precision,
 )
+from perfcast.train import memory_policy as memory_policy_preset
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,7 +64,7 @@ _FIT_HINT = ("a higher --zero, more --tp/--pp/--cp, --sp, --recompute full or a 
 # Options a ResNet does not take: it trains data-parallel only (PyTorch DDP).
 _DDP_ONLY = ("tp", "pp", "cp", "ep", "sp", "zero", "recompute", "lora_rank", "sweep", "rlhf",
              "stack", "allow_oom", "seq_len", "expert_skew", "schedule", "virtual_stages",
-             "top", "response_tokens", "generation_tp")
+             "top", "response_tokens", "generation_tp", "memory_policy")
 # Options `--sweep` searches over itself (or, for allow_oom, reports as the `fits` column).
 _SWEPT = ("tp", "pp", "cp", "ep", "sp", "zero", "schedule", "virtual_stages", "recompute",
           "allow_oom")
@@ -150,6 +152,11 @@ class TrainRecipe(Group):
                                   "layers.")
     expert_skew: float = Field(1.0, ge=1.0, le=64.0, description="Most loaded EP rank / mean "
                                "(MoE).")
+    memory_policy: str | None = Field(None, description="Model-state dtypes: amp (16-bit "
+                                      "params+grads, fp32 master+Adam: 16 B/param), "
+                                      "amp-distributed (amp, Megatron's distributed "
+                                      "optimizer), pure-bf16 (8 B/param) or fp32 (16 B/param); "
+                                      "default amp.")
 
 
 class PlanSearch(Group):
@@ -173,12 +180,7 @@ class RLHFOptions(Group):
 
 
 class TrainKernels(KernelChoice):
-    """The kernel model, scaled by a training software stack's fitted factors."""
-
-    stack: str = Field("none", description="Training software stack: none (the calibrated "
-                       "kernels as benchmarked) or llm-foundry (MosaicML's PyTorch FSDP "
-                       "stack: kernel-time factors fitted on its measured runs, A100/Ampere "
-                       "and H100/Hopper).")
+    """The kernel model of a training forecast (the stack, `--stack`, routes and scales it)."""
 
 
 class TrainOutputs(Group):
@@ -203,6 +205,7 @@ class TrainRequest(Request):
     search: PlanSearch = PlanSearch()
     rlhf_step: RLHFOptions = RLHFOptions()
     kernels: TrainKernels = TrainKernels()
+    stack: StackChoice = StackChoice()
     allow_oom: bool = Field(False, description="Print the forecast of a plan that does not "
                             "fit in memory (with fits: false and the memory breakdown) "
                             "instead of refusing it.")
@@ -251,7 +254,8 @@ class ResolvedTrainSweep:
         table = sweep_plans(self.model, self.machines, seq_len=w.seq_len,
                             global_batch=self.global_batch, num_gpus=self.num_gpus,
                             precision=self.precision, lora_rank=r.lora_rank,
-                            expert_skew=r.expert_skew, time_model=self.time_model)
+                            expert_skew=r.expert_skew, time_model=self.time_model,
+                            memory_policy=self.inputs["memory_policy"])
         return TrainSweepResult(self.request, self.inputs, table, self.request.search.top)
 
 
@@ -315,23 +319,27 @@ def resolve_train(request: TrainRequest) -> Resolved:
         raise InputError("recompute", f"unknown {recipe.recompute!r}", RECOMPUTE)
     dp, gpus = request.plan.layout()
     machines = request.hardware.machines(gpus)
-    time_model, info = request.kernels.resolve(machines.device)
+    stack = request.stack.spec("train")
+    time_model, info = request.kernels.resolve(machines.device, stack)
     if cnn:
         return _resolve_cnn(request, machines, gpus, time_model, info)
     dtype = recipe.dtype or "bf16"
     spec = request.model.spec()
     precision = training_precision(parse_dtype(dtype, "dtype"))
-    stack = request.kernels.stack
-    if stack != "none" and (request.kernels.kernel_model != "calibrated" or rlhf):
-        raise InputError("stack", "a stack profile scales the calibrated kernel model of a "
-                         "training forecast", "--stack none, or --kernel-model calibrated "
-                         "without --rlhf")
-    time_model = stack_time_model(stack, machines.device, time_model)
-    info["stack"] = stack
+    if STACKS.get(stack.name) is not None:  # a stack with factors fitted on its own runs
+        if request.kernels.kernel_model != "calibrated" or rlhf:
+            raise InputError("stack", f"{stack.name}'s factors scale the calibrated kernel "
+                             "model of a training forecast", "another --stack, or "
+                             "--kernel-model calibrated without --rlhf")
+        time_model = stack_time_model(stack.name, machines.device, time_model)
     batch = w.micro_batch * dp if w.global_batch is None else w.global_batch
+    chosen = recipe.memory_policy
+    if chosen is None and request.stack.stack is not None and not rlhf:
+        chosen = stack.training_memory  # the named stack's model-state dtypes
+    policy = _memory_policy(chosen, precision, rlhf)
     inputs = {"model": spec.name, "gpu": machines.device.name, "num_gpus": gpus,
               "seq_len": w.seq_len, "global_batch": batch, "dtype": dtype,
-              "kernel_model": info}
+              "memory_policy": policy, "kernel_model": info}
     if sweep:
         return ResolvedTrainSweep(request, spec, machines, gpus, batch, precision, time_model,
                                   inputs)
@@ -344,8 +352,20 @@ def resolve_train(request: TrainRequest) -> Resolved:
         return ResolvedRLHF(request, spec, machines, plan, batch, precision, time_model, inputs)
     job = TrainJob(model=spec, cluster=machines, plan=plan, seq_len=w.seq_len,
                    micro_batch=w.micro_batch, global_batch=batch, precision=precision,
-                   recompute=recipe.recompute, lora_rank=recipe.lora_rank)
+                   recompute=recipe.recompute, lora_rank=recipe.lora_rank,
+                   memory_policy=policy)
     return ResolvedTrain(request, job, time_model, inputs)
+
+
+def _memory_policy(name: str | None, precision: Precision, rlhf: bool) -> str:
+    """The memory policy preset's name (None: the default), checked against the dtype; the
+    RLHF step keeps its own accounting, so a policy is refused there."""
+    policy = memory_policy_preset(name)
+    if rlhf and name is not None:
+        raise InputError("memory_policy", "the RLHF step keeps amp model states",
+                         "omit --memory-policy with --rlhf")
+    policy.check(precision)
+    return policy.name
 
 
 def _resolve_cnn(request: TrainRequest, machines: Cluster, gpus: int,

@@ -134,3 +134,46 @@ def _print_models(rows: list[dict]) -> None:
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
     new_console().print(table)
+
+
+@guarded
+def stacks(name: Annotated[str | None, typer.Argument(help="One stack: its kernel families "
+                                                      "and where each is priced from.")] = None,
+           json_out: JsonOption = False, format_out: FormatOption = None) -> None:
+    """List the software stacks and, per kernel family, whether it is measured on that stack
+    (on which devices), borrowed from another stack's kernels, or roofline-only."""
+    from perfcast.kernels import stack_families
+    from perfcast.specs import get_stack, stack_names
+
+    fmt = output_format(json_out, format_out)
+    chosen = [get_stack(name)] if name is not None else [get_stack(n) for n in stack_names()]
+    rows = [{**s.card(), "description": s.description, "host": s.host.model_dump(),
+             "families": stack_families(s), "provenance": s.provenance} for s in chosen]
+    emit(fmt, lambda: {"stacks": rows}, lambda: _print_stacks(rows, detail=name is not None))
+
+
+_STATUS = {"measured": "M", "borrowed": "B", "roofline-only": "R"}
+
+
+def _print_stacks(rows: list[dict], detail: bool) -> None:
+    families = list(rows[0]["families"])
+    if detail:
+        row = rows[0]
+        table = Table(title=f"{row['name']}: {row['framework']} {row['version']} — "
+                            f"attention {row['attention']}, {row['graph_capture']}")
+        for col in ("family", "status", "kernel source", "measured on", "note"):
+            table.add_column(col)
+        for fam, e in row["families"].items():
+            table.add_row(fam, e["status"], str(e["kernel_source"]),
+                          ", ".join(e["devices"]) or "-", e.get("note", ""))
+        new_console().print(table)
+        return
+    table = Table(title="Software stacks: per kernel family M measured on the stack's own "
+                        "kernels, B borrowed from another stack's, R roofline-only "
+                        "(`perfcast stacks NAME` for devices and sources)")
+    for col in ("name", "attention", "graphs", *families):
+        table.add_column(col, no_wrap=col == "name")
+    for row in rows:
+        table.add_row(row["name"], row["attention"], row["graph_capture"],
+                      *(_STATUS[row["families"][f]["status"]] for f in families))
+    new_console().print(table)

@@ -23,7 +23,8 @@ from perfcast.cli._progress import progress_bar
 from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
 
-__all__ = ["OUTPUT_SWITCHES", "CalibrationOption", "FormatOption", "HostOption", "JsonOption",
+__all__ = ["OUTPUT_SWITCHES", "CalibrationOption", "FormatOption", "HostOption",
+           "HostSpeedOption", "JsonOption", "StackHostOption", "StackOption",
            "KernelModelOption", "answer", "cli_options", "debug_enabled", "emit", "fail",
            "guarded", "output_format", "set_debug", "to_input_error"]
 
@@ -41,6 +42,14 @@ OUTPUT_SWITCHES = ("json_out", "format_out")
 BROKEN_PIPE_EXIT = 141  # the shell's code for a writer whose reader left (128 + SIGPIPE)
 HostOption = Annotated[str, typer.Option(
     help=f"Per-step host overhead of the serving engine: {', '.join(HOST_PROFILES)}.")]
+StackHostOption = Annotated[str | None, typer.Option(
+    "--host", help=f"Per-step host overhead of the serving engine: "
+    f"{', '.join(HOST_PROFILES)} (default: the stack's).")]
+StackOption = Annotated[str | None, typer.Option(
+    help="Software stack (`perfcast stacks`); default: the question's.")]
+HostSpeedOption = Annotated[float, typer.Option(
+    help="Host CPU speed relative to the stack's reference CPU (eager host costs divide by "
+         "it).")]
 
 
 def to_input_error(exc: ValidationError, prefix: str = "") -> InputError:

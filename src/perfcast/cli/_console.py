@@ -38,7 +38,7 @@ from typer._coercion import bool_flag_type_descriptor
 from typer.core import TyperGroup, TyperOption
 
 __all__ = ["OUTPUT_FORMATS", "PLAIN_WIDTH", "Advanced", "HelpGroup", "Table", "in_panel",
-           "is_terminal", "new_console", "rule", "tables_as"]
+           "is_terminal", "new_console", "rule", "stack_summary", "tables_as"]
 
 # Columns of a console that writes to a pipe or file: wider than any table perfcast prints
 # (lines are not padded to it, so it costs nothing).
@@ -354,3 +354,16 @@ def in_panel(option: Any, panel: str) -> Any:
     info = copy.copy(info)
     info.rich_help_panel = panel
     return Annotated[kind, info]
+
+
+def stack_summary(kernel_info: dict) -> str | None:
+    """One line naming the stack a forecast is for and where its kernel families come from
+    (measured here, cross-generation, borrowed from another stack, roofline-only)."""
+    if "stack" not in kernel_info:
+        return None
+    by_status: dict[str, list[str]] = {}
+    for family, entry in kernel_info.get("families", {}).items():
+        by_status.setdefault(entry["status"], []).append(family)
+    parts = [f"{status}: {', '.join(fams)}" for status, fams in by_status.items()]
+    return f"stack {kernel_info['stack']} — " + "; ".join(parts) if parts else \
+        f"stack {kernel_info['stack']}"

@@ -10,18 +10,21 @@ from perfcast.api import InferRequest, InferResult
 from perfcast.cli._common import (
     CalibrationOption,
     FormatOption,
-    HostOption,
+    HostSpeedOption,
     JsonOption,
     KernelModelOption,
+    StackHostOption,
+    StackOption,
     answer,
     guarded,
 )
-from perfcast.cli._console import Table, in_panel, new_console
+from perfcast.cli._console import Table, in_panel, new_console, stack_summary
 from perfcast.compose import Execution
 
 # Help panels after the model, hardware and parallelism (typer's "Options").
 WORKLOAD, PRECISION, KERNELS, OUTPUT = "Workload", "Precision", "Kernels and engine", "Output"
-Host = in_panel(HostOption, KERNELS)
+Host = in_panel(StackHostOption, KERNELS)
+HostSpeed = in_panel(HostSpeedOption, KERNELS)
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
@@ -65,6 +68,9 @@ def _print(result: InferResult) -> None:
     console.print(table)
     for note in f.notes:
         console.print(f"note: {note}")
+    line = stack_summary(km)
+    if line:
+        console.print(line)
 
 
 @guarded
@@ -93,10 +99,12 @@ def infer(
         rich_help_panel=PRECISION)] = None,
     kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: --dtype).",
         rich_help_panel=PRECISION)] = None,
-    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.",
-        rich_help_panel=KERNELS)] = (
-        Execution.CUDA_GRAPH),
-    host: Host = "vllm-v0",
+    stack: StackOption = None,
+    host_speed: HostSpeed = 1.0,
+    execution: Annotated[Execution | None, typer.Option(help="Kernel launch mode (default: "
+                                                        "the stack's).",
+        rich_help_panel=KERNELS)] = None,
+    host: Host = None,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
     json_out: Json = False,

@@ -67,6 +67,10 @@ COMMANDS = (
                  "printed."),
     CommandEntry("models", "_catalog_cmds", "models",
                  "List the catalog models (shipped HuggingFace config.json files)."),
+    CommandEntry("stacks", "_catalog_cmds", "stacks",
+                 "List the software stacks and, per kernel family, whether it is measured on "
+                 "that stack (on which devices), borrowed from another stack's kernels, or "
+                 "roofline-only."),
     CommandEntry("infer", "_infer", "infer",
                  "Forecast TTFT, TPOT, end-to-end latency and memory of one request or a "
                  "static batch."),

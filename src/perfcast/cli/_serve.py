@@ -11,11 +11,13 @@ import typer
 from perfcast.api import ServeRequest, ServeResult
 from perfcast.cli._common import (
     FormatOption,
+    HostSpeedOption,
     JsonOption,
+    StackOption,
     answer,
     guarded,
 )
-from perfcast.cli._console import Advanced, Table, in_panel, new_console
+from perfcast.cli._console import Advanced, Table, in_panel, new_console, stack_summary
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
 
 # Help panels: the deployment's options first (typer's "Options"), then these; the advanced
@@ -76,6 +78,8 @@ def serve(
         help="Per-request table (.csv or .parquet).", rich_help_panel=OUTPUT)] = None,
     json_out: Json = False,
     format_out: Format = None,
+    stack: in_panel(StackOption, ENGINE) = None,
+    host_speed: in_panel(HostSpeedOption, INTERNALS) = 1.0,
     weight_dtype: Annotated[str | None, typer.Option(
         help="Weights, e.g. int4.", rich_help_panel=MOE)] = None,
     kv_dtype: Annotated[str | None, typer.Option(
@@ -187,4 +191,7 @@ def _print_tables(s: dict, inputs: dict) -> None:
                      f"(expected {s['spec_expected_tokens_per_step']:.2f})")
     if "prefix_hit_ratio" in s:
         lines.append(f"prefix cache hit ratio {s['prefix_hit_ratio']:.1%} of prompt tokens")
+    stack = stack_summary(inputs.get("kernel_model", {}))
+    if stack:
+        lines.append(stack)
     console.print("\n".join(lines))

@@ -1,4 +1,5 @@
-"""`perfcast step`: one forward or training iteration of a model, as eager PyTorch runs it."""
+"""`perfcast step`: one forward, decode or training iteration of a model, as eager PyTorch
+runs it on a software stack (default hf-transformers)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from perfcast.api import StepRequest, StepResult
 from perfcast.cli._common import (
     CalibrationOption,
     FormatOption,
+    HostSpeedOption,
     JsonOption,
     KernelModelOption,
+    StackOption,
     answer,
     guarded,
 )
@@ -25,6 +28,8 @@ KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
+Stack = in_panel(StackOption, EXECUTION)
+HostSpeed = in_panel(HostSpeedOption, KERNELS)
 
 
 @guarded
@@ -34,15 +39,24 @@ def step(
     gpu: Annotated[str, typer.Option(help="Catalog GPU name (see `hardware list`).")] = (
         "a100-sxm4-80gb"),
     batch: Annotated[int, typer.Option(help="Sequences in the batch (global, across dp).")] = 1,
-    seq_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 512,
-    mode: Annotated[str, typer.Option(help="forward or training (forward + backward).")] = (
-        "forward"),
+    seq_len: Annotated[int | None, typer.Option(
+        help="Tokens per sequence (default 512; a ViT's: its image's patches + CLS).")] = None,
+    mode: Annotated[str, typer.Option(help="forward, training (forward + backward) or decode "
+                                      "(one generate() step over --context cached tokens).")
+                    ] = "forward",
+    context: Annotated[int | None, typer.Option(
+        help="Tokens already in the KV cache (decode only).")] = None,
+    logits: Annotated[str, typer.Option(
+        help="Logits of all positions (a forward) or the last (generate()).",
+        rich_help_panel=KERNELS)] = "all",
     dtype: Annotated[str, typer.Option(help="Weights, activations and math dtype.")] = "fp32",
-    execution: Annotated[Execution, typer.Option(help="Kernel launch mode.",
-        rich_help_panel=EXECUTION)] = Execution.EAGER,
-    fused: Annotated[bool, typer.Option(help="Apply the fusion rules (torch.compile-style).",
-        rich_help_panel=EXECUTION)
-                     ] = False,
+    stack: Stack = None,
+    host_speed: HostSpeed = 1.0,
+    execution: Annotated[Execution | None, typer.Option(
+        help="Kernel launch mode (default: the stack's).", rich_help_panel=EXECUTION)] = None,
+    fused: Annotated[bool | None, typer.Option(
+        "--fused/--no-fused", help="Apply the fusion rules (torch.compile-style; default: "
+        "the stack's).", rich_help_panel=EXECUTION)] = None,
     recompute: Annotated[bool, typer.Option(help="Full activation recompute (training).",
         rich_help_panel=EXECUTION)
                          ] = False,
@@ -71,16 +85,23 @@ def _print(result: StepResult) -> None:
     payload = result.payload()
     i = payload["inputs"]
     tier = i["kernel_model"].get("tier", i["kernel_model"]["name"])
+    shape = (f"batch {i['batch']} over {i['context']} cached" if i["mode"] == "decode"
+             else f"batch {i['batch']} images" if i["seq_len"] is None
+             else f"batch {i['batch']} x {i['seq_len']}")
     t = Table(title=f"{i['model']} {i['mode']} on {i['num_gpus']}x {i['gpu']} "
-              f"(batch {i['batch']} x {i['seq_len']}, {i['execution']}, kernels: {tier})")
+              f"({shape}, {i['stack']}, {i['execution']}, kernels: {tier})")
     t.add_column("metric")
     t.add_column("value", justify="right")
     iv = payload["interval_s"]
     t.add_row("step time", f"{payload['time_s'] * 1e3:.2f} ms")
     t.add_row("90% interval", f"{iv['low'] * 1e3:.2f} - {iv['high'] * 1e3:.2f} ms")
     t.add_row("kernel launches", f"{payload['kernels']:,}")
+    if payload.get("images_per_s") is not None:
+        t.add_row("images/s", f"{payload['images_per_s']:,.1f}")
     console = new_console()
     console.print(t)
+    for note in payload.get("notes", []):
+        console.print(f"note: {note}")
     b = Table(title="Where the time goes")
     for col in ("family", "seconds", "share"):
         b.add_column(col, justify="left" if col == "family" else "right")

@@ -83,6 +83,10 @@ def train(
         help="Model chunks per stage (interleaved-1f1b).", rich_help_panel=DETAILS)] = 1,
     lora_rank: Annotated[int | None, typer.Option(
         help="LoRA rank on all linear layers.", rich_help_panel=DETAILS)] = None,
+    memory_policy: Annotated[str | None, typer.Option(
+        help="Model-state dtypes: amp (16-bit params+grads, fp32 master+Adam: 16 B/param), "
+             "amp-distributed (amp, Megatron's distributed optimizer), pure-bf16 (8 B/param) "
+             "or fp32 (16 B/param); default amp.", rich_help_panel=DETAILS)] = None,
     rlhf: Annotated[bool, typer.Option(
         help="One RLHF PPO step: generation, scoring, actor and critic training.",
         rich_help_panel=MODES)] = False,
@@ -95,10 +99,10 @@ def train(
              "the memory breakdown) instead of refusing it.", rich_help_panel=MODES)] = False,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
-    stack: Annotated[str, typer.Option(
-        help="Training software stack: none (the calibrated kernels as benchmarked) or "
-             "llm-foundry (MosaicML's PyTorch FSDP stack: kernel-time factors fitted on its "
-             "measured runs, A100/Ampere and H100/Hopper).", rich_help_panel=KERNELS)] = "none",
+    stack: Annotated[str | None, typer.Option(
+        help="Training software stack (`perfcast stacks`; default megatron-core): its kernel "
+             "sources and model-state dtypes; llm-foundry adds kernel-time factors fitted on "
+             "its measured runs (A100/Ampere, H100/Hopper).", rich_help_panel=KERNELS)] = None,
     trace_out: Annotated[Path | None, typer.Option(
         help="Write a Chrome-trace/Perfetto JSON of the iteration here (per stage: forward/"
              "backward micro-batches, p2p receives; then gradient reduction, optimizer).",
@@ -148,7 +152,7 @@ def _print_iteration(result: TrainResult) -> None:
         if value or not key.startswith("exposed_comm."):
             b.add_row(key, f"{value:.4f}")
     console.print(b)
-    m = Table(title="Memory per GPU (GB)")
+    m = Table(title=f"Memory per GPU (GB; {result.inputs['memory_policy']} model states)")
     m.add_column("kind")
     m.add_column("GB", justify="right")
     for key, value in fc.memory.items():

@@ -26,4 +26,7 @@ def print_cnn(result: CNNTrainResult) -> None:
                         ("MFU", f"{fc.mfu:.1%}"),
                         ("memory per GPU", f"{fc.memory_per_gpu_bytes / 1e9:.1f} GB")):
         t.add_row(name, value)
-    new_console().print(t)
+    console = new_console()
+    console.print(t)
+    for note in fc.notes:
+        console.print(f"note: {note}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -157,14 +158,22 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
                        host: str = "vllm-v0",
                        time_model: ExecutionTimeModel | None = None,
                        images: int = 0,
-                       comm_model: CollectiveModel | None = None) -> InferenceForecast:
+                       comm_model: CollectiveModel | None = None,
+                       dispatch_s: float | None = None,
+                       step_host_s: float = 0.0,
+                       batch_ops: Callable[[Batch], pd.DataFrame] | None = None
+                       ) -> InferenceForecast:
     """TTFT, TPOT, end-to-end latency and memory of `batch` identical requests run together.
 
     The first output token comes from the prefill step; each further token is one decode step
     over a context one token longer than the last. `images` per request (multimodal models)
     are encoded first and add `vision.image_tokens` each to the prompt; TTFT includes the
     encoding. `plan.cp` > 1 splits each prompt over a context-parallel group (see
-    compose/_context_parallel.py); cp = 1 is the plain forecast.
+    compose/_context_parallel.py); cp = 1 is the plain forecast. `dispatch_s` is the host cost
+    of one eager kernel launch (the software stack's; None: compose's default) and
+    `step_host_s` host seconds per step beyond the engine profile `host` (e.g. generate()).
+    `batch_ops` turns each step's Batch into its op table (default: the serving engine's
+    `step_ops`; an eager PyTorch stack passes its module graph, `ops.eager_batch_ops`).
     """
     precision = precision or Precision()
     plan = plan or ParallelPlan()
@@ -187,9 +196,12 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
     memory = _memory(model, precision, plan, batch, prompt, output_tokens)
     _check_fits(memory, cluster, plan)
 
+    batch_ops = batch_ops or (lambda b: step_ops(model, b, precision, plan))
+
     def price(b: Batch) -> StepForecast:
-        return step_time(step_ops(model, b, precision, plan), cluster, execution,
-                         host_overhead_s(host, batch, plan.tp), time_model, comm_model)
+        return step_time(batch_ops(b), cluster, execution,
+                         host_overhead_s(host, batch, plan.tp) + step_host_s, time_model,
+                         comm_model, dispatch_s)
 
     vision = (vision_step(model, batch * images, precision, plan, cluster, execution,
                           time_model, comm_model) if images else None)

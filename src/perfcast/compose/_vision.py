@@ -1,15 +1,20 @@
-"""Image encoding of a multimodal request (LLaVA): vision tower + projector before prefill."""
+"""Image encoding of a multimodal request (LLaVA): vision tower + projector before prefill;
+and the inference forward of a torchvision ResNet (scenario S7)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from perfcast.comm import CollectiveModel
+from perfcast.compose._cnn_fusion import fuse_cnn_kernels
 from perfcast.compose._step import Execution, StepForecast, step_time
 from perfcast.kernels import ExecutionTimeModel
-from perfcast.ops import MemoryFootprint
+from perfcast.kernels._physics import borrowed_compute_notes
+from perfcast.ops import MemoryFootprint, cnn_ops
 from perfcast.ops._vision import vision_ops
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision, bytes_per_element
 
-__all__ = ["vision_step", "with_vision_weights"]
+__all__ = ["CNNInference", "cnn_inference", "vision_step", "with_vision_weights"]
 
 
 def vision_step(model: ModelSpec, images: int, precision: Precision, plan: ParallelPlan,
@@ -33,3 +38,30 @@ def with_vision_weights(memory: MemoryFootprint, model: ModelSpec, precision: Pr
                            kv_cache_bytes=memory.kv_cache_bytes,
                            activation_bytes=memory.activation_bytes,
                            runtime_bytes=memory.runtime_bytes)
+
+
+@dataclass(frozen=True)
+class CNNInference:
+    """One inference forward of a ResNet: the step, images/s and the kernel model's notes
+    (e.g. a half-precision conv priced with a borrowed tensor-core efficiency)."""
+
+    step: StepForecast
+    images_per_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+def cnn_inference(name: str, batch_size: int, cluster: Cluster, dtype: str = "fp32",
+                  execution: Execution | str = "eager", fused: bool = False,
+                  time_model: ExecutionTimeModel | None = None,
+                  image_size: int = 224, *, host_s: float = 0.0,
+                  dispatch_s: float | None = None) -> CNNInference:
+    """The eval-mode forward of torchvision ResNet `name` (`ops.CNN_MODELS`) on `batch_size`
+    images on one GPU of `cluster`, in `dtype` (fp32, or fp16/bf16: convs on the tensor
+    cores); `fused` folds batch norms and ReLUs into the convs as deployment runtimes do
+    (compose.fuse_cnn_kernels). `host_s` / `dispatch_s`: a stack's host costs (step_time;
+    None: the default eager dispatch)."""
+    ops = cnn_ops(name, batch_size, image_size, precision=dtype)
+    if fused:
+        ops = fuse_cnn_kernels(ops)
+    step = step_time(ops, cluster, execution, host_s, time_model, dispatch_s=dispatch_s)
+    return CNNInference(step, batch_size / step.time_s, borrowed_compute_notes(ops))

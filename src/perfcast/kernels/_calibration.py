@@ -31,9 +31,10 @@ from perfcast.ops import COLUMNS, COMM_FAMILIES
 from perfcast.specs import Device, get_device
 
 __all__ = [
-    "CROSS_GENERATION", "Calibration", "PhysicsModel", "SCHEMA_VERSION", "TARGET_MEASURED",
-    "UNMODELLED_FAMILIES",
-    "add_target_corrections", "fit_calibration", "measurement_ops", "shipped_calibration",
+    "CROSS_GENERATION", "Calibration", "KERNEL_SOURCES", "KernelSource", "PhysicsModel",
+    "SCHEMA_VERSION", "TARGET_MEASURED", "UNMODELLED_FAMILIES",
+    "add_target_corrections", "calibration_devices", "devices_by_family", "fit_calibration",
+    "kernel_source", "measurement_ops", "shipped_calibration",
 ]
 
 SCHEMA_VERSION = 1
@@ -339,11 +340,79 @@ def _numpy_frame(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+@dataclass(frozen=True)
+class KernelSource:
+    """One shipped kernel source: a measurement store (in perfcast.measure's data folder)
+    and the calibration fitted on it (in perfcast.kernels' data folder), with the framework
+    whose kernels were timed."""
+
+    name: str
+    store_file: str
+    calibration_file: str
+    framework: str
+    version: str
+    description: str
+
+
+KERNEL_SOURCES: dict[str, KernelSource] = {s.name: s for s in (
+    KernelSource("default", "kernels.parquet", "calibration.json",
+                 "mixed", "TensorRT-LLM (AIConfigurator), PyTorch 1.x, vLLM v0",
+                 "AIConfigurator TensorRT-LLM tables, NeuSight (PyTorch 1.x fp32), Vidur "
+                 "(vLLM v0) and LLMCompass: perfcast's shipped calibration"),
+    KernelSource("vllm", "kernels_vllm.parquet", "calibration_vllm.json",
+                 "vLLM", "0.24.0 (A100: 0.14.0)",
+                 "AIConfigurator tables timed with vLLM's own kernels: FA2/FA3/FA4 and "
+                 "flashinfer/triton attention, torch linear, cutlass/DeepGEMM/flashinfer fp8 "
+                 "and nvfp4 GEMMs, fused MoE (triton, flashinfer, marlin)"),
+    KernelSource("sglang", "kernels_sglang.parquet", "calibration_sglang.json",
+                 "SGLang", "0.5.14 (A100: 0.5.10)",
+                 "AIConfigurator tables timed with SGLang's own kernels: fa3, flashinfer, "
+                 "triton and trtllm_mha attention, torch linear, sgl-kernel/DeepGEMM fp8 and "
+                 "flashinfer nvfp4 GEMMs, fused MoE (triton, flashinfer, marlin)"),
+)}
+
+
+def kernel_source(name: str) -> KernelSource:
+    """The shipped kernel source called `name`, or an InputError listing the names."""
+    if name not in KERNEL_SOURCES:
+        raise InputError("kernel_source", f"unknown kernel source {name!r}",
+                         list(KERNEL_SOURCES))
+    return KERNEL_SOURCES[name]
+
+
 @cache
-def shipped_calibration() -> Calibration:
-    """The calibration fitted on the shipped measurement store (scripts/fit_calibration.py)."""
-    path = resources.files("perfcast.kernels") / "data" / "calibration.json"
+def _load_shipped(name: str) -> Calibration:
+    path = resources.files("perfcast.kernels") / "data" / KERNEL_SOURCES[name].calibration_file
     return Calibration.from_json(path.read_text())
+
+
+def shipped_calibration(source: str = "default") -> Calibration:
+    """The calibration fitted on a shipped kernel source's store (scripts/fit_calibration.py
+    --source NAME); read once per process, the same object on every call."""
+    return _load_shipped(kernel_source(source).name)
+
+
+def calibration_devices(source: str = "default") -> dict[str, tuple[str, ...]]:
+    """Per fitted family, the sorted devices with measured rows in the source's store: from
+    the calibration's provenance (`devices_by_family`, written at fit time) or, for a
+    calibration fitted before it was recorded, from the devices it holds corrections for."""
+    cal = shipped_calibration(source)
+    recorded = cal.provenance.get("devices_by_family")
+    if recorded is not None:
+        return {f: tuple(d) for f, d in sorted(recorded.items())}
+    out: dict[str, set[str]] = {}
+    for device, fams in cal.devices.items():
+        for key in fams:
+            out.setdefault(key.split("/")[0], set()).add(device)
+    return {f: tuple(sorted(d)) for f, d in sorted(out.items())}
+
+
+def devices_by_family(store: pd.DataFrame) -> dict[str, list[str]]:
+    """Per fitted (non-collective) family, the sorted devices with rows in `store`: the
+    provenance entry `calibration_devices` reads back."""
+    rows = store[~store["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)]
+    pairs = rows[["family", "device"]].drop_duplicates().astype(str)
+    return {f: sorted(g["device"]) for f, g in pairs.groupby("family", sort=True)}
 
 
 @cache

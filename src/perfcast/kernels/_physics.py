@@ -18,6 +18,14 @@ kernels' share of t_fixed: its fixed cost is its 16-bit variant's (same GEMM lau
 prologue), while its shape residuals stay those measured for its own dtype.
 η_c, η_m ≤ 1, t_fixed ≥ 0 and the smooth max is ≥ max(T_c, T_m), so a forecast never beats
 the roofline.
+Half-precision convolutions (fp16/bf16 `conv` rows) run cuDNN's implicit-GEMM kernels on the
+tensor cores (T_c at the dtype's tensor peak, perfcast.kernels._roofline). The conv family is
+fitted on NeuSight's fp32 convs only, so its tensor-class η_c was never fitted: while a family
+has no half-precision measurements, its tensor rows borrow the compute terms (tensor
+intercept and power slope) of a fitted donor family (`TENSOR_DONORS`: conv <- gemm, the same
+tensor-core GEMM main loop on the same units) and keep their own memory, thread-block and
+fixed-cost terms (conv's im2col-style traffic and launch cost, fitted on conv measurements).
+`borrowed_compute_notes` says so for a forecast's notes.
 Fused MoE rows (family `moe`) take T_c, the bytes and the thread blocks from the expert loads of
 the measured EP rank under their routing skew (perfcast.kernels._moe); t_fixed is then the
 routing/permute/finalize cost of the MoE kernel variant.
@@ -25,7 +33,10 @@ routing/permute/finalize cost of the MoE kernel variant.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -35,12 +46,17 @@ from perfcast.kernels._roofline import peak_flops, thread_blocks, wave_quantizat
 from perfcast.ops import FUSED_QUANT
 from perfcast.specs import Device, bytes_per_element
 
-__all__ = ["FamilyParams", "Prepared", "concat_prepared", "device_features", "evaluate",
-           "prepare", "regime_coords", "variants"]
+__all__ = ["TENSOR_DONORS", "FamilyParams", "Prepared", "borrowed_compute_notes",
+           "concat_prepared", "device_features", "evaluate", "has_tensor_fit", "prepare",
+           "regime_coords", "variants"]
 
 QUANTISED_GEMM_DTYPES = ("fp8", "fp4", "int8")
 _FUSED_SUFFIX = ":" + FUSED_QUANT
 DEFAULT_TDP_W = 300.0  # for spec sheets without a TDP (none of the shipped GPUs lacks one)
+# family -> fitted family whose tensor-core compute terms it borrows while it has no
+# half-precision measurements of its own (module docstring).
+TENSOR_DONORS = {"conv": "gemm"}
+_SIMT_CLASSES = ("fp32", "default")
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -240,11 +256,51 @@ def concat_prepared(parts: list[Prepared]) -> Prepared:
                       for f in Prepared.__dataclass_fields__))
 
 
-def evaluate(params: FamilyParams, prep: Prepared) -> np.ndarray:
-    """Seconds per prepared row."""
+def has_tensor_fit(params: FamilyParams) -> bool:
+    """Whether a family's parameters were fitted on any non-fp32 (tensor-core) kernel: its
+    fixed costs then name a 16-bit/8-bit class or variant."""
+    return any(key.rsplit("/", 1)[-1] not in _SIMT_CLASSES for key in params.fixed_s)
+
+
+@cache
+def _shipped_family(name: str) -> FamilyParams:
+    """One family of the shipped calibration (plain JSON read once; no import of the
+    calibration module, which imports this one)."""
+    path = resources.files("perfcast.kernels") / "data" / "calibration.json"
+    return FamilyParams.from_dict(json.loads(path.read_text())["families"][name])
+
+
+def _compute_terms(params: FamilyParams, prep: Prepared) -> tuple[np.ndarray, np.ndarray]:
+    """(η_c intercept, power slope) per row: the family's own per compute class, or for the
+    tensor rows of a family never fitted on them, its donor's (TENSOR_DONORS)."""
     ci = params.compute_intercept
     intercept = np.where(prep.simt, ci.get("simt", ci["tensor"]), ci["tensor"])
-    eta_c = _sigmoid(intercept + params.power_slope * prep.log_flops_per_w)
+    slope = np.full(len(prep.simt), params.power_slope)
+    donor = TENSOR_DONORS.get(params.family)
+    if donor is not None and not prep.simt.all() and not has_tensor_fit(params):
+        d = _shipped_family(donor)
+        intercept = np.where(prep.simt, intercept, d.compute_intercept["tensor"])
+        slope = np.where(prep.simt, slope, d.power_slope)
+    return intercept, slope
+
+
+def borrowed_compute_notes(ops: pd.DataFrame) -> list[str]:
+    """Notes for a forecast whose rows borrowed another family's tensor-core efficiency
+    (shipped calibration; module docstring), one per borrowing family."""
+    notes = []
+    for family, donor in sorted(TENSOR_DONORS.items()):
+        rows = (ops["family"] == family) & (ops["dtype"] != "fp32")
+        if rows.any() and not has_tensor_fit(_shipped_family(family)):
+            dtypes = ", ".join(sorted(set(ops.loc[rows, "dtype"].astype(str))))
+            notes.append(f"half-precision {family} ({dtypes}): no measured half-precision "
+                         f"{family} kernels; tensor-core efficiency borrowed from {donor}")
+    return notes
+
+
+def evaluate(params: FamilyParams, prep: Prepared) -> np.ndarray:
+    """Seconds per prepared row."""
+    intercept, slope = _compute_terms(params, prep)
+    eta_c = _sigmoid(intercept + slope * prep.log_flops_per_w)
     eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * prep.log_bw_tbps)
     t_c = prep.t_compute / eta_c
     # Few thread blocks cannot keep enough bytes in flight to reach the device bandwidth.

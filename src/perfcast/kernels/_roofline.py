@@ -11,7 +11,8 @@ from perfcast.ops import COMM_FAMILIES, TENSOR_FAMILIES
 from perfcast.specs import Device, DType
 
 __all__ = [
-    "EfficiencyModel", "ExecutionTimeModel", "RooflineModel", "UnitEfficiency", "peak_flops",
+    "EfficiencyModel", "ExecutionTimeModel", "MATRIX_FAMILIES", "RooflineModel",
+    "SIMT_FP32_FAMILIES", "UnitEfficiency", "peak_flops",
     "roofline_times", "thread_blocks", "wave_quantization",
 ]
 
@@ -27,6 +28,10 @@ _VECTOR_BLOCK_ELEMS = 4096.0
 # Families run on the matrix units: the op table's tensor families plus fused MoE layers
 # (grouped expert GEMMs, measured by AIConfigurator as one `moe` kernel).
 MATRIX_FAMILIES = TENSOR_FAMILIES | {"moe"}
+# Matrix families whose fp32 rows are priced on the vector (SIMT) fp32 peak: NeuSight's fp32
+# convolutions (the conv family's only measurements) were fitted there, so fp32 conv stays
+# as calibrated; fp16/bf16 convs (cuDNN implicit GEMM) take the tensor peak of their dtype.
+SIMT_FP32_FAMILIES = frozenset({"conv"})
 
 
 @runtime_checkable
@@ -52,9 +57,12 @@ class UnitEfficiency:
 
 def peak_flops(ops: pd.DataFrame, device: Device) -> np.ndarray:
     """Peak FLOP/s per row: the matrix-unit peak of the row's dtype for matmul families
-    (`matrix_peak_flops` where the device lists one, else the dense peak), the vector (fp32)
-    rate for the rest. Hash lookups, so 10^6 rows stay cheap."""
-    tensor = ops["family"].isin(MATRIX_FAMILIES).to_numpy()
+    (`matrix_peak_flops` where the device lists one, else the dense peak; fp16/bf16 convs
+    included), the vector (fp32) rate for the rest and for fp32 convs (SIMT_FP32_FAMILIES).
+    Hash lookups, so 10^6 rows stay cheap."""
+    fam = ops["family"]
+    simt_fp32 = fam.isin(SIMT_FP32_FAMILIES).to_numpy() & (ops["dtype"] == "fp32").to_numpy()
+    tensor = fam.isin(MATRIX_FAMILIES).to_numpy() & ~simt_fp32
     peaks = {d.value: flops for d, flops in device.dense_peak_flops.items()}
     peaks.update({d.value: flops for d, flops in device.matrix_peak_flops.items()})
     per_dtype = ops["dtype"].map(peaks).to_numpy(dtype=float, na_value=np.nan)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfcast.kernels import measurement_ops
+from perfcast.kernels import kernel_source, measurement_ops
 from perfcast.measure._schema import STORE_COLUMNS, check_measurements
 
 __all__ = ["load_store", "query", "to_ops"]
 
-_STORE_FILE = "data/kernels.parquet"  # inside the perfcast.measure package
+_DATA = "data"  # the stores' folder inside the perfcast.measure package
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -28,19 +28,23 @@ def _read(path: Path) -> pd.DataFrame:
     return check_measurements(df, str(path))
 
 
-@lru_cache(maxsize=1)
-def _shipped() -> pd.DataFrame:
-    with as_file(files("perfcast.measure").joinpath(_STORE_FILE)) as path:
+@lru_cache(maxsize=3)
+def _shipped(source: str = "default") -> pd.DataFrame:
+    name = f"{_DATA}/{kernel_source(source).store_file}"
+    with as_file(files("perfcast.measure").joinpath(name)) as path:
         return _read(Path(path))
 
 
-def load_store(path: str | Path | None = None) -> pd.DataFrame:
-    """The measurement table (STORE_COLUMNS, validated): the shipped one, or a Parquet file.
+def load_store(path: str | Path | None = None, source: str = "default") -> pd.DataFrame:
+    """The measurement table (STORE_COLUMNS, validated): a shipped one, or a Parquet file.
 
-    The shipped table is read once per process; each call returns its own (copy-on-write) copy.
+    `source` names the shipped store (perfcast.kernels.KERNEL_SOURCES: "default" =
+    kernels.parquet, "vllm" / "sglang" = that framework's AIConfigurator kernel tables);
+    an unknown name is an InputError listing the names. Each shipped table is read once per
+    process; each call returns its own (copy-on-write) copy.
     """
     if path is None:
-        return _shipped().copy(deep=False)
+        return _shipped(kernel_source(source).name).copy(deep=False)
     return _read(Path(path))
 
 

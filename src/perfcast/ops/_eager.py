@@ -7,6 +7,14 @@ vocabulary the measurements use (`linear`, `bmm`, `add`, `mulu`, `softmax`, `ln`
 part after ':' only labels the row). `fused=True` applies the fusion rules of
 `_fusion.py` (what torch.compile-style fusion makes of the same graph), and `mode="training"`
 adds the backward kernels autograd launches for each forward kernel.
+
+`attention="eager"` is HF's legacy attention (the s x s scores materialised: bmm, scale,
+mask, softmax, bmm; what NeuSight's PyTorch-1.x labels measured); `attention="sdpa"` is
+transformers' default since 4.36: one `scaled_dot_product_attention` kernel per layer, priced
+as the serving tables' `attn_prefill` / `attn_decode` row (`_transformer._attention`), GQA
+through `enable_gqa` (transformers 5 `sdpa_attention_forward`: no repeat_kv without a mask).
+`mode="decode"` is one `generate()` step: one new token per sequence over `context` cached
+ones, HF's DynamicCache `torch.cat` of the new K/V onto the whole cache, last-token logits.
 """
 
 from __future__ import annotations
@@ -16,14 +24,21 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from perfcast.errors import InputError
+from perfcast.ops._batch import Batch
 from perfcast.ops._eager_backward import backward_rows
 from perfcast.ops._fusion import fuse_rows
-from perfcast.ops._table import COLUMNS
+from perfcast.ops._table import COLUMNS, OpRows
+from perfcast.ops._transformer import _attention as _serving_attention
+from perfcast.ops._transformer import _Ctx
 from perfcast.specs import ModelSpec, ParallelPlan, Precision, bytes_per_element
 
-__all__ = ["EAGER_MODES", "OPTIMIZERS", "eager_ops"]
+__all__ = ["EAGER_ATTENTION", "EAGER_LOGITS", "EAGER_MODES", "OPTIMIZERS", "eager_ops"]
 
-EAGER_MODES = ("forward", "training")
+EAGER_MODES = ("forward", "training", "decode")
+EAGER_ATTENTION = ("eager", "sdpa")
+EAGER_LOGITS = ("all", "last")
+# HF models without an SDPA path (`_supports_sdpa` unset in transformers 5): eager attention.
+_NO_SDPA = ("gpt_neo", "switch_transformers")
 # torch.optim step per parameter (fp32, foreach multi-tensor kernels): bytes read, written,
 # FLOPs. Adam reads param, grad, exp_avg, exp_avg_sq and writes param and both moments;
 # SGD with momentum reads param, grad, buffer and writes param and buffer.
@@ -40,6 +55,10 @@ class _Graph:
     rows: list[dict] = field(default_factory=list)
     layer: str = "embedding"
     count: int = 1
+    precision: Precision = field(default_factory=Precision)
+    plan: ParallelPlan = field(default_factory=ParallelPlan)
+    sdpa: bool = False  # fused attention kernel instead of the materialised scores
+    cache: bool = False  # HF DynamicCache: torch.cat of the new K/V onto the cache per layer
 
     def add(self, op: str, family: str, *, b: float = 1, m: float, n: float, k: float = 0,
             flops: float, reads: float, writes: float, fuse: str = "", **extra) -> None:
@@ -106,7 +125,8 @@ class _Graph:
 
 _STYLES = {"gpt2": "gpt2", "gpt_neo": "gpt2", "bert": "bert", "roberta": "bert",
            "opt": "opt", "llama": "llama", "mistral": "llama", "qwen2": "llama",
-           "qwen3": "llama", "mixtral": "llama", "switch_transformers": "t5", "t5": "t5"}
+           "qwen3": "llama", "mixtral": "llama", "switch_transformers": "t5", "t5": "t5",
+           "vit": "vit"}
 
 
 def _style(model: ModelSpec) -> str:
@@ -118,8 +138,10 @@ def _style(model: ModelSpec) -> str:
 
 
 def _attention(g: _Graph, m: ModelSpec, style: str, batch: int, q_len: int, kv_len: int,
-               heads: int, kv_heads: int, causal: bool, cross: bool = False) -> None:
-    """Projections, scores, scale, mask, softmax, context and output projection."""
+               heads: int, kv_heads: int, causal: bool, cross: bool = False,
+               cached: int = 0) -> None:
+    """Projections, the attention core over `kv_len` new plus `cached` keys (legacy scores
+    chain or one SDPA kernel), the cache update and the output projection."""
     d, h, t = m.head_dim, m.hidden_size, batch * q_len
     bias = style != "t5" and (style != "llama" or m.attention_bias)
     if style == "gpt2":
@@ -131,8 +153,9 @@ def _attention(g: _Graph, m: ModelSpec, style: str, batch: int, q_len: int, kv_l
         g.linear("v_proj", kv_tokens, kv_heads * d, h, bias)
     if style == "opt":  # q * scaling, then .contiguous() of the transposed q, k, v
         g.vec("mulu", "elementwise", "q_scale", t, heads * d)
-        for name in ("q", "k", "v"):
-            g.vec("copy", "elementwise", f"{name}_contiguous", t, heads * d)
+        for name in ("q", "k", "v"):  # transformers 5's OPT keeps the q scale only
+            if not g.sdpa:
+                g.vec("copy", "elementwise", f"{name}_contiguous", t, heads * d)
     if style == "llama":
         for name, width in (("q", heads * d), ("k", kv_heads * d)):
             g.vec("mul", "elementwise", f"rope_{name}.cos", t, width, fuse=f"rope_{name}")
@@ -140,27 +163,67 @@ def _attention(g: _Graph, m: ModelSpec, style: str, batch: int, q_len: int, kv_l
             g.vec("mul", "elementwise", f"rope_{name}.sin", t, width, fuse=f"rope_{name}")
             g.vec("add", "elementwise", f"rope_{name}.add", t, width, reads=2,
                   fuse=f"rope_{name}")
-        if kv_heads < heads:  # repeat_kv materialises K and V per query head
-            for name in ("k", "v"):
-                g.vec("copy", "elementwise", f"repeat_{name}", batch * kv_len, heads * d)
+    keys = kv_len + cached
+    if g.cache and not cross:
+        _cache_update(g, batch * keys, kv_heads * d)
+    if g.sdpa:
+        _sdpa(g, m, style, batch, q_len, kv_len, cached, heads, causal, cross)
+    else:
+        _scores(g, style, batch, q_len, keys, heads, kv_heads, d, causal, cross)
+        g.vec("copy", "elementwise", "context_contiguous", t, heads * d)
+    g.linear("o_proj" if style != "gpt2" else "c_proj", t, h, heads * d, bias)
+
+
+def _cache_update(g: _Graph, keys: float, width: float) -> None:
+    """transformers 5 DynamicLayer.update: `torch.cat([cache, new])` for K and for V, so
+    every step copies the whole cache (cache_utils.py)."""
+    for name in ("k", "v"):
+        g.vec("copy", "elementwise", f"cache_cat_{name}", keys, width)
+
+
+def _sdpa(g: _Graph, m: ModelSpec, style: str, batch: int, q_len: int, kv_len: int,
+          cached: int, heads: int, causal: bool, cross: bool) -> None:
+    """One `scaled_dot_product_attention` kernel, as the serving tables build it (shape,
+    causal pair count, bytes = Q, K, V read + O written); its output is already laid out
+    [b, s, h, d], so transformers' `.transpose(1, 2).contiguous()` copies nothing."""
+    if style == "t5":  # relative position bias -> an additive float mask (torch.where)
+        g.vec("where", "elementwise", "position_bias_mask", batch * heads * q_len,
+              kv_len + cached, reads=2)
+    if cached:
+        shape = Batch.decode(batch, kv_len + cached)
+    else:
+        shape = Batch(prefill_tokens=(q_len,) * batch,
+                      encoder_tokens=kv_len if cross else 0)
+    c = _Ctx(m, g.precision, g.plan, OpRows(), "forward")
+    _serving_attention(c, g.layer, shape, g.count, causal=causal, cross=cross)
+    for row in c.rows.rows:
+        if row["family"] in ("attn_prefill", "attn_decode"):  # HF keeps its own cache
+            g.rows.append({**row, "op": f"sdpa:{row['op']}", "fuse": ""})
+
+
+def _scores(g: _Graph, style: str, batch: int, q_len: int, kv_len: int, heads: int,
+            kv_heads: int, d: int, causal: bool, cross: bool) -> None:
+    """HF's legacy eager attention: repeat_kv, scores, scale, mask, softmax, dropout,
+    context."""
+    if style == "llama" and kv_heads < heads:  # repeat_kv materialises K, V per query head
+        for name in ("k", "v"):
+            g.vec("copy", "elementwise", f"repeat_{name}", batch * kv_len, heads * d)
     bh, scores = batch * heads, batch * heads * q_len
     g.bmm("scores", bh, q_len, kv_len, d)
     if style in ("gpt2", "bert"):
         g.vec("divu", "elementwise", "scale", scores, kv_len, fuse="softmax")
-    elif style == "llama":
+    elif style in ("llama", "vit"):
         g.vec("mulu", "elementwise", "scale", scores, kv_len, fuse="softmax")
     if style == "gpt2":
         g.vec("where", "elementwise", "causal_mask", scores, kv_len, fuse="softmax")
     elif style == "opt" and causal:
         g.vec("add", "elementwise", "mask", scores, kv_len, fuse="softmax")
         g.vec("maxu", "elementwise", "clamp_min", scores, kv_len, fuse="softmax")
-    elif style != "t5" or causal or not cross:  # additive padding / position bias
+    elif style != "vit" and (style != "t5" or causal or not cross):  # padding / bias
         g.vec("add", "elementwise", "mask", scores, kv_len, fuse="softmax")
     g.vec("softmax", "softmax", "softmax", scores, kv_len, flops=5, fuse="softmax")
     g.dropout("attn_dropout", scores, kv_len, fuse="softmax")
     g.bmm("context", bh, q_len, d, kv_len)
-    g.vec("copy", "elementwise", "context_contiguous", t, heads * d)
-    g.linear("o_proj" if style != "gpt2" else "c_proj", t, h, heads * d, bias)
 
 
 def _mlp(g: _Graph, m: ModelSpec, style: str, tokens: float, inter: float) -> None:
@@ -199,14 +262,14 @@ def _allreduce(g: _Graph, label: str, tokens: float, width: float, tp: int) -> N
 
 
 def _block(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, *,
-           causal: bool, moe: bool = False, cross_len: int = 0) -> None:
+           causal: bool, moe: bool = False, cross_len: int = 0, cached: int = 0) -> None:
     """One transformer layer (pre-LN for GPT-2/OPT/Llama/T5, post-LN for BERT)."""
     t, h = batch * seq, m.hidden_size
     heads, kv_heads = m.num_heads // tp, max(m.num_kv_heads // tp, 1)
     pre = style != "bert"
     if pre:
         g.norm("ln_1", m.norm, t, h)
-    _attention(g, m, style, batch, seq, seq, heads, kv_heads, causal)
+    _attention(g, m, style, batch, seq, seq, heads, kv_heads, causal, cached=cached)
     _allreduce(g, "attn", t, h, tp)
     g.dropout("resid_dropout", t, h)
     g.vec("add", "elementwise", "attn_residual", t, h, reads=2, fuse="" if pre else "add_ln")
@@ -230,8 +293,23 @@ def _block(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, *
         g.norm("ln_mlp", m.norm, t, h, fuse="add_ln")
 
 
+def _patch_embeddings(g: _Graph, m: ModelSpec, batch: int) -> None:
+    """HF ViTEmbeddings: the stride-p patch conv (a GEMM over the patches, Dosovitskiy et al.
+    2021 eq. 1), torch.cat of the class token, + position embeddings."""
+    image, h = m.image, m.hidden_size
+    t = batch * image.tokens
+    g.layer, g.count = "embedding", 1
+    g.linear("patch_embed", batch * image.patches, h, image.patch_inputs)
+    g.vec("copy", "elementwise", "cat_cls_token", t, h)
+    g.vec("add", "elementwise", "add_positions", t, h, reads=1)
+    g.dropout("embed_dropout", t, h)
+
+
 def _embeddings(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int) -> None:
     t, h = batch * seq, m.hidden_size
+    if style == "vit":
+        _patch_embeddings(g, m, batch)
+        return
     g.layer, g.count = "embedding", 1
     g.vec("embedding", "embedding", "tokens", t, h, reads=1, flops=0)
     g.rows[-1]["table_rows"] = m.vocab_size
@@ -246,7 +324,7 @@ def _embeddings(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int) -> No
 
 
 def _stack(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, prefix: str,
-           layers: int, causal: bool, cross_len: int = 0) -> None:
+           layers: int, causal: bool, cross_len: int = 0, cached: int = 0) -> None:
     n_moe = 0
     if m.moe is not None:
         n_moe = sum(m.is_moe_layer(i) for i in range(layers))
@@ -254,19 +332,48 @@ def _stack(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, p
                              (f"{prefix}moe_layer", n_moe, True)):
         if count:
             g.layer, g.count = name, count
-            _block(g, m, style, batch, seq, tp, causal=causal, moe=moe, cross_len=cross_len)
+            _block(g, m, style, batch, seq, tp, causal=causal, moe=moe, cross_len=cross_len,
+                   cached=cached)
 
 
-def _check(batch: int, seq_len: int, mode: str, model: ModelSpec) -> None:
+def _check(batch: int, seq_len: int, mode: str, model: ModelSpec, attention: str,
+           context: int, logits: str) -> None:
     for name, value in (("batch", batch), ("seq_len", seq_len)):
         if value < 1:
             raise InputError(name, f"must be >= 1, got {value}", ">= 1")
     if mode not in EAGER_MODES:
         raise InputError("mode", f"unknown mode {mode!r}", list(EAGER_MODES))
+    if attention not in EAGER_ATTENTION:
+        raise InputError("attention", f"unknown attention {attention!r}", EAGER_ATTENTION)
+    if logits not in EAGER_LOGITS:
+        raise InputError("logits", f"unknown logits {logits!r}", EAGER_LOGITS)
+    _check_decode(seq_len, mode, model, context)
+    if model.image is not None and seq_len != model.image.tokens:
+        raise InputError("seq_len", f"{model.name} sees {model.image.tokens} tokens per "
+                         f"image (patches + class token), got {seq_len}",
+                         str(model.image.tokens))
     limit = model.max_position_embeddings
-    if limit and model.position == "learned" and seq_len > limit:
-        raise InputError("seq_len", f"{seq_len} exceeds {model.name}'s {limit} learned "
-                         "positions", f"<= {limit}")
+    if limit and model.position == "learned" and seq_len + context > limit:
+        raise InputError("seq_len", f"{seq_len + context} exceeds {model.name}'s {limit} "
+                         "learned positions", f"<= {limit}")
+
+
+def _check_decode(seq_len: int, mode: str, model: ModelSpec, context: int) -> None:
+    """Decode is one new token per sequence over a cache of `context` >= 1 tokens, for
+    decoder-only models; `context` means nothing in the other modes."""
+    if mode != "decode":
+        if context:
+            raise InputError("context", f"only applies to mode='decode', got {context}",
+                             "0 (omit it) or mode='decode'")
+        return
+    if context < 1:
+        raise InputError("context", f"decode needs the cached tokens, got {context}", ">= 1")
+    if seq_len != 1:
+        raise InputError("seq_len", f"decode runs one new token per sequence, got {seq_len}",
+                         "1")
+    if model.kind != "decoder":
+        raise InputError("mode", f"decode needs a decoder-only model, {model.name} is "
+                         f"{model.kind}", ["forward", "training"])
 
 
 def _optimizer_row(name: str, params: float, dtype: str) -> dict:
@@ -280,20 +387,27 @@ def _optimizer_row(name: str, params: float, dtype: str) -> dict:
 def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forward",
               precision: Precision | None = None, plan: ParallelPlan | None = None,
               fused: bool = False, recompute: bool = False,
-              optimizer: str | None = None) -> pd.DataFrame:
+              optimizer: str | None = None, *, attention: str = "eager", context: int = 0,
+              logits: str = "all") -> pd.DataFrame:
     """Kernels of `model(input_ids)` over [batch_size, seq_len] on one GPU of a TP group,
-    logits for every position (the HF *ForCausalLM forward); encoder-decoder models run the
-    encoder and the decoder over seq_len tokens each. `mode="training"` appends backward;
+    logits for every position (the HF *ForCausalLM forward) or, `logits="last"`, for the
+    last one (`generate()`'s `logits_to_keep=1`); encoder-decoder models run the encoder
+    and the decoder over seq_len tokens each. `mode="training"` appends backward;
     `recompute` (full activation checkpointing per layer) re-runs each layer's forward
     before its backward; `optimizer` ('adam', 'sgd') adds the parameter update of this GPU's
-    shard as its own phase."""
-    _check(batch_size, seq_len, mode, model)
+    shard as its own phase. `mode="decode"`: one token per sequence (`seq_len` = 1) over
+    `context` cached tokens. `attention`: 'eager' (legacy, materialised scores) or 'sdpa'
+    (module docstring); models without an SDPA path in transformers keep 'eager'."""
+    _check(batch_size, seq_len, mode, model, attention, context, logits)
     precision = precision or Precision()
     plan = plan or ParallelPlan()
     plan.check(model)
     style, tp = _style(model), plan.tp
+    sdpa = attention == "sdpa" and model.model_type not in _NO_SDPA
     g = _Graph(bytes_per_element(precision.activations), str(precision.gemm_math),
-               training=mode == "training")
+               training=mode == "training", precision=precision, plan=plan, sdpa=sdpa,
+               cache=model.kind == "decoder" and (mode == "decode" or sdpa and
+                                                  mode == "forward"))
     _embeddings(g, model, style, batch_size, seq_len)
     if model.kind == "encoder-decoder":
         _stack(g, model, style, batch_size, seq_len, tp, "encoder_",
@@ -304,16 +418,20 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
         g.layer = "decoder_embedding"
     _stack(g, model, style, batch_size, seq_len, tp, "", model.num_layers,
            causal=model.kind != "encoder",
-           cross_len=seq_len if model.kind == "encoder-decoder" else 0)
+           cross_len=seq_len if model.kind == "encoder-decoder" else 0, cached=context)
     t, h = batch_size * seq_len, model.hidden_size
     g.layer, g.count = "head", 1
-    if style == "bert":  # pooler + classifier (BertForSequenceClassification)
+    if style == "vit":  # ViTForImageClassification: final LN, classifier on the CLS token
+        g.norm("layernorm", model.norm, t, h)
+        g.linear("classifier", batch_size, model.vocab_size, h)
+    elif style == "bert":  # pooler + classifier (BertForSequenceClassification)
         g.linear("pooler", batch_size, h, h)
         g.vec("tanh", "activation", "pooler_tanh", batch_size, h)
         g.linear("classifier", batch_size, 2, h)
-    else:
+    else:  # the final norm runs over every position, then hidden[:, -logits_to_keep:]
         g.norm("ln_f", model.norm, t, h)
-        g.linear("lm_head", t, model.vocab_size / tp, h, bias=False)
+        out = batch_size if logits == "last" else t
+        g.linear("lm_head", out, model.vocab_size / tp, h, bias=False)
     rows = g.rows
     if recompute and not g.training:
         raise InputError("recompute", "only applies to mode='training'", ["training"])

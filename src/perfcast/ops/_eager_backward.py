@@ -4,6 +4,7 @@ Per forward kernel (name before ':'): a linear layer's dgrad and wgrad GEMMs and
 reduction; a bmm's two GEMMs; a binary multiply's two products; a residual add's gradient
 accumulation; an activation's, softmax's or norm's backward kernel reading the saved input and
 the incoming gradient. Adds of a scalar or of a mask pass the gradient through (no kernel).
+A fused attention row (SDPA) gets the flash backward kernel.
 """
 
 from __future__ import annotations
@@ -53,11 +54,22 @@ def _bmm(row: dict) -> list[dict]:
          "bytes_read": b * (m * k + m * n) * per, "bytes_written": b * k * n * per}]
 
 
+def _flash_backward(row: dict) -> dict:
+    """SDPA's flash backward: one kernel recomputing the scores, 2.5x the forward FLOPs (five
+    matmuls to the forward's two: S, dP, dV, dQ, dK; Dao 2023, FlashAttention-2 sec. 3.1),
+    reading Q, K, V, O and dO, writing dQ, dK, dV."""
+    return {**row, "op": f"{row['op']}.grad", "flops": 2.5 * row["flops"],
+            "bytes_read": row["bytes_read"] + 2 * row["bytes_written"],
+            "bytes_written": row["bytes_read"]}
+
+
 def _one(row: dict) -> list[dict]:
     kernel, label = row["op"].split(":", 1)
     fam = row["family"]
     if fam in COMM_FAMILIES:
         return [{**row, "op": f"{row['op']}.grad"}]
+    if fam == "attn_prefill":
+        return [_flash_backward(row)]
     if kernel == "linear":
         return _linear(row)
     if kernel == "bmm":

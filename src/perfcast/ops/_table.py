@@ -16,7 +16,11 @@ __all__ = ["COLUMNS", "COMM_FAMILIES", "TENSOR_FAMILIES", "OpRows"]
 #   collectives     m = message bytes, n = group size
 COLUMNS = ["layer", "op", "family", "phase", "b", "m", "n", "k", "flops", "bytes_read",
            "bytes_written", "dtype", "count"]
-TENSOR_FAMILIES = frozenset({"gemm", "attn_prefill", "attn_decode"})
+# Families whose 16/8-bit rows run on the matrix units (tensor cores). `conv` is cuDNN's
+# implicit GEMM (m = N·P·Q, n = C_out, k = C_in·R·S): its fp16/bf16 kernels run on the
+# tensor cores like a GEMM; its fp32 rows stay on the SIMT peak they were fitted on
+# (perfcast.kernels._roofline.SIMT_FP32_FAMILIES).
+TENSOR_FAMILIES = frozenset({"gemm", "attn_prefill", "attn_decode", "conv"})
 COMM_FAMILIES = frozenset({"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"})
 # Op-name configuration suffix (`op:fused_quant`) of a W8A8/W4A4 GEMM whose producer already
 # wrote its quantised input (Precision.activation_quant == "fused").

@@ -18,6 +18,7 @@ from perfcast.specs import (
     get_cluster,
     get_device,
     get_model,
+    get_stack,
 )
 
 __all__ = ["DEFAULT_EXPERT_SKEW", "ROUTERS", "SCHEDULERS", "ServeConfig"]
@@ -59,6 +60,9 @@ class ServeConfig(BaseModel):
     execution: Literal["cuda-graph", "eager"] = "cuda-graph"
     precision: Precision = Field(default_factory=Precision)
     host: str = "vllm-v0"
+    stack: str | None = Field(default=None, description="software stack whose kernel tables "
+                              "price the steps (perfcast.specs.get_stack); None: the shipped "
+                              "calibration alone")
     host_overlap: bool = Field(default=False, description="the engine prepares the next step "
                                "on the CPU while the GPU runs this one (step = max, not sum; "
                                "first tokens reach the client when the next step ends)")
@@ -108,6 +112,8 @@ class ServeConfig(BaseModel):
                              "decoder-only model", "decoder")
         if self.host not in HOST_PROFILES:
             raise InputError("host", f"unknown profile {self.host!r}", list(HOST_PROFILES))
+        if self.stack is not None:
+            get_stack(self.stack)  # an unknown name fails here, naming the field
         if (self.gpu is None) == (self.cluster is None):
             raise InputError("gpu", "give exactly one of gpu and cluster")
         self._check_experts(model)

@@ -14,7 +14,7 @@ import pandas as pd
 from perfcast.comm import CustomAllReduce, RingAlphaBeta
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, default_time_model
+from perfcast.kernels import ExecutionTimeModel, default_time_model, stack_kernel_model
 from perfcast.progress import current as current_progress
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._cost import StepCost
@@ -27,7 +27,7 @@ from perfcast.serve._spec import SpecDecoding, expected_tokens, spec_memory
 from perfcast.serve._state import Replica, Requests
 from perfcast.serve._step_model import StepTimeModel
 from perfcast.serve._stepper import Stepper
-from perfcast.specs import Cluster
+from perfcast.specs import Cluster, get_stack
 
 __all__ = ["simulate", "step_model_for"]
 
@@ -41,8 +41,11 @@ def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = 
     budget = config.token_budget if config.scheduler != "orca" else \
         config.max_batch_tokens or config.max_batch * config.context_limit
     budget = max(budget, config.max_batch * (1 + config.spec_k))  # verification tokens
+    time_model = time_model or default_time_model()
+    if config.stack is not None:
+        time_model = stack_kernel_model(get_stack(config.stack), time_model)
     return ServingStepModel(config.model_spec, cluster or config.cluster_spec, config.precision,
-                            config.plan, time_model or default_time_model(),
+                            config.plan, time_model,
                             config.execution,
                             config.host, host_overlap=config.host_overlap,
                             comm_model=CustomAllReduce() if config.allreduce == "custom"

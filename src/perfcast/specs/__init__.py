@@ -26,6 +26,14 @@ from perfcast.specs._dtype import DType, bytes_per_element, parse_dtype
 from perfcast.specs._model import MLASpec, ModelSpec, MoESpec
 from perfcast.specs._plan import ParallelPlan, PipelineSchedule
 from perfcast.specs._precision import Precision
+from perfcast.specs._stack import (
+    AttentionBackend,
+    GraphCapture,
+    HostModel,
+    Stack,
+    get_stack,
+    stack_names,
+)
 from perfcast.specs._vision import VisionSpec
 
 __all__ = [
@@ -35,4 +43,5 @@ __all__ = [
     "load_model_config", "model_entries", "model_names", "parse_dtype", "VisionSpec",
     "DiffusionPipelineSpec", "TextEncoderConfig", "UNetConfig", "VAEConfig",
     "diffusion_model_entries", "diffusion_model_names", "get_diffusion_model",
+    "AttentionBackend", "GraphCapture", "HostModel", "Stack", "get_stack", "stack_names",
 ]

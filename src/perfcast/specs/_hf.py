@@ -134,6 +134,42 @@ def _mpt_fields(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _vit_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """ViT (transformers ViTConfig; defaults from configuration_vit.py for missing keys): a
+    pre-LN encoder over (image/patch)^2 patch tokens plus the class token, learned
+    positions, a plain GELU MLP, and a linear classifier on the class token, whose classes
+    (`num_labels`, else len(id2label), else PretrainedConfig's 2) take vocab_size's place."""
+    image = {"image_size": config.get("image_size", 224),
+             "patch_size": config.get("patch_size", 16),
+             "num_channels": config.get("num_channels", 3)}
+    for key, value in image.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"model_config.{key}", f"must be a positive integer, got "
+                             f"{value!r}", ">= 1")
+    if image["image_size"] % image["patch_size"]:
+        raise InputError("model_config.patch_size", f"{image['patch_size']} does not tile "
+                         f"{image['image_size']}-pixel images", "a divisor of image_size")
+    labels = config.get("num_labels") or len(_section(config, "id2label") or {}) or 2
+    hidden = config.get("hidden_size", 768)
+    heads = config.get("num_attention_heads", 12)
+    return {
+        "kind": "encoder",
+        "hidden_size": hidden,
+        "num_layers": config.get("num_hidden_layers", 12),
+        "num_heads": heads,
+        "num_kv_heads": heads,
+        "head_dim": hidden // heads,
+        "intermediate_size": config.get("intermediate_size", 3072),
+        "vocab_size": labels,
+        "max_position_embeddings": (image["image_size"] // image["patch_size"]) ** 2 + 1,
+        "activation": str(config.get("hidden_act", "gelu")),
+        "norm": "layernorm",
+        "position": "learned",
+        "attention_bias": bool(config.get("qkv_bias", True)),
+        "image": image,
+    }
+
+
 def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     """ModelSpec keyword arguments from a parsed config.json."""
     vision_of = None
@@ -147,6 +183,8 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
         return {**_switch_fields(config), "model_type": model_type}
     if model_type == "mpt":
         return {**_mpt_fields(config), "model_type": model_type}
+    if model_type == "vit":
+        return {**_vit_fields(config), "model_type": model_type}
 
     hidden = _first(config, "hidden_size", "n_embd", "d_model")
     heads = _first(config, "num_attention_heads", "n_head", "num_heads")

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfcast.specs._vision import VisionSpec
 
-__all__ = ["ModelSpec", "MoESpec", "MLASpec"]
+__all__ = ["ImageSpec", "ModelSpec", "MoESpec", "MLASpec"]
 
 # Sanity bounds, far above any released model (126 layers, hidden 16384, vocab 256k): a
 # config past them is a typo or a unit slip, refused (bound in the message) instead of
@@ -53,6 +53,32 @@ class MLASpec(BaseModel):
     v_head_dim: int = Field(gt=0, le=MAX_WIDTH)
 
 
+class ImageSpec(BaseModel):
+    """A ViT's input: square images cut into non-overlapping patches, one token each plus
+    the class token (Dosovitskiy et al. 2021, eq. 1)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image_size: int = Field(gt=0, le=MAX_WIDTH, description="pixels per side")
+    patch_size: int = Field(gt=0, le=MAX_WIDTH, description="pixels per patch side")
+    num_channels: int = Field(default=3, gt=0, le=MAX_HEADS)
+
+    @property
+    def patches(self) -> int:
+        """Patch tokens per image: (image_size / patch_size)^2."""
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def tokens(self) -> int:
+        """Tokens through the encoder per image: the patches plus the class token."""
+        return self.patches + 1
+
+    @property
+    def patch_inputs(self) -> int:
+        """Inputs of the patch embedding (a stride-p conv as a GEMM): channels x p x p."""
+        return self.num_channels * self.patch_size**2
+
+
 class ModelSpec(BaseModel):
     """Shapes that determine a transformer's FLOPs, bytes and memory."""
 
@@ -84,6 +110,9 @@ class ModelSpec(BaseModel):
     mla: MLASpec | None = None
     vision: VisionSpec | None = Field(default=None, description="multimodal models' vision "
                                       "tower and projector (not counted in total_params)")
+    image: ImageSpec | None = Field(default=None, description="image classifiers (ViT): the "
+                                    "patch embedding replaces the token embedding and "
+                                    "vocab_size holds the classifier's classes")
 
     @model_validator(mode="after")
     def _heads_group(self) -> ModelSpec:
@@ -155,7 +184,10 @@ class ModelSpec(BaseModel):
         return self.attention_params() + ffn + 2 * self.hidden_size
 
     def embedding_params(self) -> int:
+        """Token (a ViT: patch-projection) and learned position embeddings."""
         emb = self.vocab_size * self.hidden_size
+        if self.image is not None:
+            emb = self.image.patch_inputs * self.hidden_size
         if self.position == "learned" and self.max_position_embeddings:
             emb += self.max_position_embeddings * self.hidden_size
         return emb

@@ -168,7 +168,7 @@ def run_suite(scenarios: Iterable[Scenario], execute: Execute = answer, workers:
 
 
 def builtin_scenarios() -> list[Scenario]:
-    """The 40 scenarios of SCENARIOS.md shipped with the package, in document order."""
+    """The 43 scenarios of SCENARIOS.md shipped with the package, in document order."""
     folder = resources.files("perfcast.suite") / "data" / "scenarios"
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".yaml")),
                    key=lambda f: f.name)

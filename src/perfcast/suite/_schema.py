@@ -51,7 +51,7 @@ class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     title: str = Field(min_length=1, max_length=200)
-    category: Literal["training", "inference", "extended", "user"] = "user"
+    category: Literal["training", "inference", "extended", "stack", "user"] = "user"
     command: str = Field(min_length=1, max_length=40)
     model: dict[str, OptionValue] = Field(default_factory=dict)
     hardware: dict[str, OptionValue] = Field(default_factory=dict)

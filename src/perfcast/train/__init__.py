@@ -15,7 +15,17 @@ from perfcast.train._forecast import (
     forecast_training,
 )
 from perfcast.train._job import RECOMPUTE, TrainJob, training_precision
-from perfcast.train._memory import activation_bytes_per_layer
+from perfcast.train._memory import (
+    activation_bytes_per_layer,
+    eager_step_memory,
+    state_bytes_per_param,
+)
+from perfcast.train._memory_policy import (
+    DEFAULT_MEMORY_POLICY,
+    MEMORY_POLICIES,
+    TrainingMemoryPolicy,
+    memory_policy,
+)
 from perfcast.train._rlhf import RLHFForecast, rlhf_step
 from perfcast.train._schedule import build_schedule, simulate
 from perfcast.train._stack import (
@@ -27,10 +37,11 @@ from perfcast.train._stack import (
 )
 from perfcast.train._sweep import SWEEP_COLUMNS, sweep_plans
 
-__all__ = ["ATTENTION_FAMILIES", "CNNTrainForecast", "FLOP_CONVENTION", "RECOMPUTE", "STACKS",
-           "SWEEP_COLUMNS",
+__all__ = ["ATTENTION_FAMILIES", "CNNTrainForecast", "DEFAULT_MEMORY_POLICY", "FLOP_CONVENTION",
+           "MEMORY_POLICIES", "RECOMPUTE", "STACKS", "SWEEP_COLUMNS", "TrainingMemoryPolicy",
+           "memory_policy", "state_bytes_per_param",
            "PipelineTasks", "RLHFForecast", "StackScaled", "TrainForecast", "TrainJob",
-           "activation_bytes_per_layer", "build_schedule", "cnn_training_ops",
+           "activation_bytes_per_layer", "build_schedule", "eager_step_memory", "cnn_training_ops",
            "default_time_model", "forecast_cnn_training",
            "forecast_training", "load_stack", "pipeline_tasks", "rlhf_step", "simulate",
            "stack_time_model",

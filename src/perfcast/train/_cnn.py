@@ -1,6 +1,9 @@
 """Data-parallel training of the torchvision ResNets (`ops.CNN_MODELS`): PyTorch DDP, eager
 kernels, SGD with momentum. The setting of scenario X4 and of the classic DP-scaling studies.
 
+fp16/bf16 is torch.autocast mixed precision: the kernels (activations, convs on the tensor
+cores) in that dtype, the parameters, gradients, all-reduce and SGD state in fp32.
+
 One iteration per GPU: `accumulation` micro-batches of forward + backward, then the optimizer
 step. DDP all-reduces the fp32 gradients in 25 MB buckets while the last micro-batch's backward
 runs (`compose.data_parallel_step`: the last bucket, or what outlasts backward if that is
@@ -9,7 +12,7 @@ more, is exposed); earlier micro-batches skip the all-reduce (`no_sync`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
@@ -17,22 +20,27 @@ from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.compose import data_parallel_step, step_time
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
+from perfcast.kernels._physics import borrowed_compute_notes
 from perfcast.ops import CNN_MODELS, cnn_ops
 from perfcast.specs import Cluster, DType, bytes_per_element
 from perfcast.train._forecast import default_time_model
 
-__all__ = ["CNNTrainForecast", "cnn_training_ops", "forecast_cnn_training"]
+__all__ = ["CNN_DTYPES", "CNNTrainForecast", "cnn_training_ops", "forecast_cnn_training"]
 
 # torch.optim.SGD with momentum: buf = momentum * buf + grad; param -= lr * buf (fp32 state):
 # reads param, grad and buf, writes param and buf; 3 FLOPs per parameter.
 SGD_READ_BYTES, SGD_WRITE_BYTES, SGD_FLOPS = 12, 8, 3
 _MATMUL = ("conv", "gemm")
+# fp32, or torch.autocast mixed precision (fp16/bf16 kernels, fp32 parameters and optimizer):
+# half-precision convs run on the tensor cores (perfcast.kernels._physics, borrowed η_c).
+CNN_DTYPES = (DType.FP32, DType.BF16, DType.FP16)
 
 
 @dataclass(frozen=True)
 class CNNTrainForecast:
     """One DDP iteration: seconds, images/s over all GPUs, the gradient all-reduce (total and
-    the exposed part), model FLOP/s per GPU (forward x 3) and memory per GPU."""
+    the exposed part), model FLOP/s per GPU (forward x 3) and memory per GPU. `notes` says
+    where the kernel model borrowed an efficiency (half-precision convs)."""
 
     model: str
     num_gpus: int
@@ -47,6 +55,7 @@ class CNNTrainForecast:
     tflops_per_gpu: float
     mfu: float
     memory_per_gpu_bytes: float
+    notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -92,10 +101,14 @@ def _check(name: str, num_gpus: int, micro_batch: int, global_batch: int | None,
            cluster: Cluster, dtype: DType | str) -> int:
     if name not in CNN_MODELS:
         raise InputError("model", f"unknown CNN {name!r}", CNN_MODELS)
-    if DType(dtype) != DType.FP32:  # the conv family is calibrated on fp32 measurements only
-        raise InputError("dtype", f"CNN training in {DType(dtype).value}: the kernel model's "
-                         "convolutions are fitted on fp32 runs only (NeuSight), so half "
-                         "precision would be priced from fp32 behaviour", ["fp32"])
+    allowed = [d.value for d in CNN_DTYPES]
+    try:
+        dt = DType(str(dtype).lower())
+    except ValueError:
+        raise InputError("dtype", f"unknown dtype {dtype!r}", allowed) from None
+    if dt not in CNN_DTYPES:
+        raise InputError("dtype", f"CNN training in {dt.value}: torch.autocast trains in "
+                         "fp16/bf16 or fp32", allowed)
     if num_gpus < 1 or num_gpus > cluster.num_gpus:
         raise InputError("num_gpus", f"{num_gpus} GPUs on a {cluster.num_gpus}-GPU cluster",
                          f"1..{cluster.num_gpus}")
@@ -118,6 +131,7 @@ def forecast_cnn_training(name: str, cluster: Cluster, num_gpus: int, micro_batc
     images per GPU per pass (module docstring); `global_batch` images per iteration (default
     one micro-batch per GPU)."""
     steps = _check(name, num_gpus, micro_batch, global_batch, cluster, dtype)
+    dtype = DType(str(dtype).lower())
     time_model = time_model or default_time_model()
     ops = cnn_training_ops(name, micro_batch, dtype)
     params = _weights(ops)
@@ -144,4 +158,4 @@ def forecast_cnn_training(name: str, cluster: Cluster, num_gpus: int, micro_batc
         gradient_bytes=grad_bytes, tflops_per_gpu=model_flops / time_s / 1e12,
         mfu=model_flops / (time_s * peak),
         # fp32 weights, gradients and momentum + every forward output kept for backward
-        memory_per_gpu_bytes=3 * 4.0 * params + acts)
+        memory_per_gpu_bytes=3 * 4.0 * params + acts, notes=borrowed_compute_notes(ops))

@@ -84,7 +84,7 @@ def _group_key(job: TrainJob) -> tuple[str, int, int, int]:
 
 def _price(jobs: list[TrainJob], time_model: ExecutionTimeModel, comm: CollectiveModel):
     """(plan arrays, per-layer parts, parameters per GPU, state bytes per parameter, p2p send
-    seconds) of jobs sharing model, cluster, precision and LoRA rank."""
+    seconds) of jobs sharing model, cluster, precision, LoRA rank and memory policy."""
     first = jobs[0]
     model, cluster = first.model, first.cluster
     precision, lora = first.precision_or_default, first.lora_rank
@@ -93,7 +93,7 @@ def _price(jobs: list[TrainJob], time_model: ExecutionTimeModel, comm: Collectiv
     costs = price_layers(keys, model, cluster, precision, lora, time_model, comm)
     moe_tp = np.array([max(k.tp * k.ep_dp // k.ep, 1) if k.ep > 1 else k.tp for k in keys])
     plans["moe_tp"], plans["ep_dp"] = moe_tp, np.array([k.ep_dp for k in keys])
-    state = state_bytes_per_param(precision)
+    state = state_bytes_per_param(precision, first.memory_policy)
     params = params_per_gpu(model, plans["tp"], plans["ep"], moe_tp, lora)
     parts = layer_parts(keys, costs, plans, model, cluster, comm, precision, state, params)
     return plans, parts, params, state, _pp_send(plans, model, cluster, comm, precision)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import Cluster, DType, ModelSpec, ParallelPlan, PipelineSchedule, Precision
+from perfcast.train._memory_policy import DEFAULT_MEMORY_POLICY, memory_policy
 
 __all__ = ["RECOMPUTE", "TrainJob", "training_precision"]
 
@@ -51,6 +52,8 @@ class TrainJob(BaseModel):
     precision: Precision | None = Field(default=None, description="None: bf16 mixed precision")
     recompute: Literal["none", "selective", "full"] = "none"
     lora_rank: int | None = Field(default=None, gt=0)
+    memory_policy: str = Field(default=DEFAULT_MEMORY_POLICY, description="model-state "
+                               "dtypes: a perfcast.train.MEMORY_POLICIES preset name")
 
     def __init__(self, **data: Any):
         try:
@@ -61,6 +64,7 @@ class TrainJob(BaseModel):
 
     def _check(self) -> None:
         plan, model = self.plan, self.model
+        memory_policy(self.memory_policy).check(self.precision_or_default)
         if model.kind == "encoder-decoder":
             raise InputError("model", f"{model.name} is an encoder-decoder; training is "
                              "modelled for decoder-only and encoder-only models",

@@ -30,10 +30,11 @@ from numpy.typing import ArrayLike
 from perfcast.compose import DDP_BUCKET_BYTES
 from perfcast.ops._memory import NCCL_BYTES, RUNTIME_BYTES
 from perfcast.specs import ModelSpec, Precision, bytes_per_element
+from perfcast.train._memory_policy import TrainingMemoryPolicy, memory_policy
 from perfcast.train._schedule import Schedule, held
 
-__all__ = ["MEMORY_KINDS", "activation_bytes_per_layer", "nccl_bytes", "stage_memory",
-           "state_bytes_per_param"]
+__all__ = ["MEMORY_KINDS", "activation_bytes_per_layer", "eager_step_memory", "nccl_bytes",
+           "stage_memory", "state_bytes_per_param"]
 
 MEMORY_KINDS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "runtime")
 
@@ -79,14 +80,16 @@ def activation_bytes_per_layer(model: ModelSpec, precision: Precision, tokens: A
     return {"replicated": replicated, "sharded": attention + mlp, "lse": lse}
 
 
-def state_bytes_per_param(precision: Precision) -> dict[str, float]:
-    """Bytes per trainable parameter: compute copy, gradient, optimizer state (module doc);
-    'gathered' is what a parameter all-gather moves (the 16-bit copy, not the fp8 one)."""
-    compute = bytes_per_element(precision.vector_math)
-    fp8_copy = 1.0 if precision.gemm_math.value == "fp8" else 0.0
-    master = 4.0 if compute < 4 else 0.0
-    return {"weights": compute + fp8_copy, "frozen_weights": compute + fp8_copy,
-            "gradients": compute, "optimizer": master + 8.0, "gathered": compute}
+def state_bytes_per_param(precision: Precision,
+                          policy: TrainingMemoryPolicy | str | None = None) -> dict[str, float]:
+    """Bytes per trainable parameter: compute copy, gradient, optimizer state under the
+    memory policy (perfcast.train._memory_policy; None: amp, the module doc's accounting);
+    'gathered' is what a parameter all-gather moves (the 16-bit copy, not the fp8 one);
+    'distributed_optimizer' is 1.0 when the policy shards the optimizer state over dp at
+    any ZeRO stage (Megatron's distributed optimizer), else 0.0."""
+    spec = memory_policy(policy)
+    return {**spec.bytes_per_param(precision),
+            "distributed_optimizer": float(spec.distributed_optimizer)}
 
 
 def nccl_bytes(group_size: np.ndarray) -> np.ndarray:
@@ -134,6 +137,7 @@ def stage_memory(sc: Schedule, dense: np.ndarray, moe: np.ndarray, first: np.nda
                  params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per plan, the bytes of its fullest stage, by kind (module docstring)."""
     zero, tp = plans["zero"][:, None], plans["tp"]
+    opt_zero = np.maximum(zero, 1) if state.get("distributed_optimizer") else zero
     shard = (plans["dp"] * plans["cp"])[:, None]
     edp = (tp * plans["dp"] * plans["cp"] // (plans["ep"] * plans["moe_tp"]))[:, None]
     frozen_d = stage["dense_held"] - stage["dense_train"]
@@ -144,8 +148,9 @@ def stage_memory(sc: Schedule, dense: np.ndarray, moe: np.ndarray, first: np.nda
            / np.where(zero == 3, edp, 1),
            "gradients": stage["dense_train"] * state["gradients"] / np.where(zero >= 2, shard, 1)
            + stage["expert_train"] * state["gradients"] / np.where(zero >= 2, edp, 1),
-           "optimizer": stage["dense_train"] * state["optimizer"] / np.where(zero >= 1, shard, 1)
-           + stage["expert_train"] * state["optimizer"] / np.where(zero >= 1, edp, 1)}
+           "optimizer": stage["dense_train"] * state["optimizer"]
+           / np.where(opt_zero >= 1, shard, 1)
+           + stage["expert_train"] * state["optimizer"] / np.where(opt_zero >= 1, edp, 1)}
     kept_d, work_d = _stored(model, precision, plans, moe=False)
     kept_m, work_m = _stored(model, precision, plans, moe=True) if moe.any() else (kept_d * 0,
                                                                                   work_d * 0)
@@ -185,4 +190,42 @@ def _buffers(plans, params, state, model, precision, tokens, has_moe) -> np.ndar
                         * a, 0.0)
     for group in (tp, cp, shard, np.where(pp > 1, 2, 1), ep):
         out += nccl_bytes(group)
+    return out
+
+
+def eager_step_memory(model: ModelSpec, precision: Precision, batch: int, seq_len: int,
+                      mode: str, fused_attention: bool, policy: str | None = None,
+                      context: int = 0, logits_tokens: int | None = None,
+                      tp: int = 1) -> dict[str, float]:
+    """Bytes one GPU of a TP group holds for one eager step (`perfcast step`): weights; in
+    training also gradients and optimizer state (the memory policy's bytes per parameter)
+    and every layer's stored activations (`activation_bytes_per_layer`; unfused attention
+    also keeps the s x s softmax output, dropout mask and dropout output, (2e + 1) bytes per
+    score, Korthikanti et al. 2022 section 4.1) plus the logits and their fp32 upcast for
+    the loss (HF's cross-entropy); in a forward one layer's working set and the logits; in
+    decode also the KV cache of `context` + 1 tokens. `logits_tokens`: positions whose
+    logits are computed (default: every token)."""
+    params = model.total_params() / tp
+    e = bytes_per_element(precision.activations)
+    tokens = batch * (1 if mode == "decode" else seq_len)
+    logits_tokens = tokens if logits_tokens is None else logits_tokens
+    layer = activation_bytes_per_layer(model, precision, tokens, tp, False)
+    per_layer = float(sum(float(v) for v in layer.values()))
+    if not fused_attention and mode != "decode":
+        per_layer += (2 * e + 1) * batch * model.num_heads / tp * float(seq_len) ** 2
+    vocab = model.vocab_size / tp
+    out = {"weights": bytes_per_element(precision.weights) * params, "gradients": 0.0,
+           "optimizer": 0.0, "kv_cache": 0.0, "runtime": float(RUNTIME_BYTES)}
+    if mode == "training":
+        state = state_bytes_per_param(precision, policy)
+        out.update(weights=state["weights"] * params, gradients=state["gradients"] * params,
+                   optimizer=state["optimizer"] * params,
+                   activations=per_layer * model.num_layers,
+                   logits=logits_tokens * vocab * (e + 4.0))
+        return out
+    if mode == "decode":
+        kv = 2 * model.num_layers * _kv_local(model, np.asarray(tp)).item()
+        out["kv_cache"] = kv * (context + 1) * batch * bytes_per_element(
+            precision.kv_cache)
+    out.update(activations=per_layer, logits=logits_tokens * vocab * e)
     return out

@@ -20,6 +20,7 @@ from perfcast.train._engine import evaluate
 from perfcast.train._flops import model_flops
 from perfcast.train._forecast import default_time_model
 from perfcast.train._job import RECOMPUTE, TrainJob
+from perfcast.train._memory_policy import DEFAULT_MEMORY_POLICY
 
 __all__ = ["SWEEP_COLUMNS", "sweep_plans"]
 
@@ -69,7 +70,8 @@ def _schedules(pp: int, m: int, layers: int, virtual: tuple[int, ...]):
 
 def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_batch: int,
           precision: Precision | None, lora_rank: int | None, micro_batch_sizes, zero_stages,
-          recompute, virtual, max_cp: int, expert_skew: float) -> list[TrainJob]:
+          recompute, virtual, max_cp: int, expert_skew: float,
+          memory_policy: str = DEFAULT_MEMORY_POLICY) -> list[TrainJob]:
     jobs = []
     for tp, cp, pp, dp, ep in _layouts(model, cluster, gpus, seq_len, max_cp):
         for sp in (False, True) if tp > 1 else (False,):
@@ -87,7 +89,8 @@ def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_ba
                             jobs.append(TrainJob.model_construct(
                                 model=model, cluster=cluster, plan=plan, seq_len=seq_len,
                                 micro_batch=mb, global_batch=global_batch,
-                                precision=precision, recompute=rc, lora_rank=lora_rank))
+                                precision=precision, recompute=rc, lora_rank=lora_rank,
+                                memory_policy=memory_policy))
     return jobs
 
 
@@ -99,12 +102,14 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
                 max_cp: int = 8, expert_skew: float = 1.0, max_plans: int | None = None,
                 time_model: ExecutionTimeModel | None = None,
                 comm_model: CollectiveModel | None = None,
-                progress: ProgressFn | None = None) -> pd.DataFrame:
+                progress: ProgressFn | None = None,
+                memory_policy: str = DEFAULT_MEMORY_POLICY) -> pd.DataFrame:
     """Forecast every valid plan (tp within a node; cp a power of two; ZeRO-2/3 only
     without PP) and return one row per plan (SWEEP_COLUMNS), plans that fit first, then by
     tokens/s. `max_plans` keeps that many, evenly spaced over the enumeration order.
     `progress(done, total)`: plans forecast, of all (see `evaluate`); by default the one
-    `perfcast.progress.reporting` set, if any."""
+    `perfcast.progress.reporting` set, if any. `memory_policy`: the model-state dtypes
+    (perfcast.train.MEMORY_POLICIES)."""
     gpus = num_gpus or cluster.num_gpus
     if gpus > cluster.num_gpus or gpus < 1:
         raise InputError("num_gpus", f"{gpus} GPUs on a {cluster.num_gpus}-GPU cluster",
@@ -114,9 +119,11 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
         raise InputError("recompute", f"unknown {bad}", RECOMPUTE)
     # a representative job validates the shared fields (model, batch, precision, LoRA)
     TrainJob(model=model, cluster=cluster, plan=ParallelPlan(dp=1), seq_len=seq_len,
-             micro_batch=1, global_batch=global_batch, precision=precision, lora_rank=lora_rank)
+             micro_batch=1, global_batch=global_batch, precision=precision, lora_rank=lora_rank,
+             memory_policy=memory_policy)
     jobs = _jobs(model, cluster, gpus, seq_len, global_batch, precision, lora_rank,
-                 micro_batch_sizes, zero_stages, recompute, virtual_stages, max_cp, expert_skew)
+                 micro_batch_sizes, zero_stages, recompute, virtual_stages, max_cp, expert_skew,
+                 memory_policy)
     if not jobs:
         raise InputError("global_batch", f"no plan splits {global_batch} sequences over "
                          f"{gpus} GPUs with micro-batches {list(micro_batch_sizes)}",

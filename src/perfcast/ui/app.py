@@ -12,8 +12,9 @@ from typing import Any
 
 import streamlit as st
 
+from perfcast.api import default_stack
 from perfcast.errors import InputError
-from perfcast.specs import cluster_names, device_names, model_names
+from perfcast.specs import cluster_names, device_names, model_names, stack_names
 from perfcast.ui._forms import (
     MAX_SWEEP_POINTS,
     TASKS,
@@ -123,6 +124,14 @@ def _precision() -> dict[str, Any]:
 _INPUTS = {"infer": _infer_inputs, "serve": _serve_inputs, "train": _train_inputs}
 
 
+def _stack(command: str) -> dict[str, Any]:
+    """The software stack (`perfcast stacks`); the first choice is the question's default."""
+    st.subheader("Software stack")
+    default = f"default ({default_stack(command)})"
+    name = st.selectbox("Stack", [default, *stack_names()], key="stack")
+    return {} if name == default else {"stack": name}
+
+
 def sidebar() -> tuple[str, dict[str, Any] | None]:
     """The task's command and its options (None, with the error shown, when invalid)."""
     with st.sidebar:
@@ -132,6 +141,7 @@ def sidebar() -> tuple[str, dict[str, Any] | None]:
         model = st.selectbox("Model", models, _index(models, "llama-2-7b"), key="model")
         hardware = _hardware()
         plan, workload, extra = _INPUTS[command]()
+        extra = {**extra, **_stack(command)}
     try:
         return command, build_options(command, model, hardware, plan, workload, extra)
     except InputError as exc:

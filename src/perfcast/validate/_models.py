@@ -71,12 +71,14 @@ def _layout(variant: str) -> dict[str, int]:
 
 
 def _step_request(label: pd.Series | dict, kernel_model: str = "calibrated") -> StepRequest:
-    """The `perfcast step` invocation one label row measured: FP32 eager, its batch (global,
-    across dp), sequence length, mode, fusion and parallel layout."""
+    """The `perfcast step` invocation one label row measured: FP32 eager on the legacy HF
+    stack (materialised attention, PyTorch 1.x), its batch (global, across dp), sequence
+    length, mode, fusion and parallel layout."""
     return StepRequest.from_options(
         model=label["model"], gpu=label["device"], batch=int(label["batch"]),
         seq_len=int(label["seq_len"]), mode=label["mode"], dtype="fp32", execution="eager",
         fused=label["variant"] == "fusion", kernel_model=kernel_model,
+        stack="hf-transformers-legacy",
         **_layout(label["variant"]))
 
 

@@ -24,11 +24,20 @@ from perfcast.validate._collectives import (
     collective_table7,
     validate_collectives,
 )
-from perfcast.validate._kernels import TARGETS, summarise, validate_kernels
+from perfcast.validate._kernels import (
+    STACK_TARGET_MAPE,
+    TARGETS,
+    stack_markdown,
+    summarise,
+    summarise_stacks,
+    validate_kernels,
+    validate_kernels_by_stack,
+)
 from perfcast.validate._models import MODEL_TARGET_MAPE, validate_models
 from perfcast.validate._serving import (
     SERVING_TARGETS,
     analytic_point,
+    check_stack,
     load_serving_points,
     sample_serving_points,
     validate_serving,
@@ -43,7 +52,7 @@ __all__ = ["KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collecti
 
 KERNEL_CHECK_SPLITS = ["generation", "neusight", "loo:aiconfigurator", "loo:neusight",
                        "loo:vidur"]
-KERNEL_BY = ("family", "dtype")
+KERNEL_BY = ("family", "dtype", "stack")
 SERVING_METHODS = ("perfcast", "sum_of_kernels", "roofline")
 DISAGG_METHODS = ("perfcast", "roofline")
 SERVING_ARCHS = ("dense", "moe", "all")
@@ -126,6 +135,8 @@ def kernels_report(split: list[str] | None = None, quick: bool = False,
     for name, value in (("train_rows", train_rows), ("test_rows", test_rows)):
         if value is not None and value < 10:
             raise InputError(name, f"must be >= 10, got {value}", ">= 10")
+    if by == "stack":  # per-framework kernel tables, each device left out in turn
+        return _stack_report(split, quick, train_rows, test_rows, out, seed, progress)
     train = train_rows or (400 if quick else 2000)
     test = test_rows or (300 if quick else None)
     rows = validate_kernels(load_store(), chosen, train_per_group=train, test_per_group=test,
@@ -133,6 +144,23 @@ def kernels_report(split: list[str] | None = None, quick: bool = False,
     summary = summarise(rows)
     _write(out, {"kernels.csv": rows, "kernels.md": lambda: _kernels_md(rows, summary)})
     return ValidationReport(rows, {"summary": summary, "targets": TARGETS})
+
+
+def _stack_report(split: list[str] | None, quick: bool, train_rows: int | None,
+                  test_rows: int | None, out: Path | None, seed: int,
+                  progress: ProgressFn | None) -> ValidationReport:
+    """`--by stack` (perfcast.validate._kernels.validate_kernels_by_stack): kernels_stack.csv
+    and kernels_stack.md into `out`; extras: the summary over held-out devices, the target."""
+    if split:
+        raise InputError("split", "--by stack runs its own splits (each framework's devices, "
+                         "one left out at a time)", "no --split with --by stack")
+    rows = validate_kernels_by_stack(quick=quick, train_per_group=train_rows,
+                                     test_per_group=test_rows, seed=seed, progress=progress)
+    summary = summarise_stacks(rows)
+    _write(out, {"kernels_stack.csv": rows,
+                 "kernels_stack.md": lambda: stack_markdown(rows, summary, md_table)})
+    return ValidationReport(rows, {"by": "stack", "summary": summary,
+                                   "target_mape": STACK_TARGET_MAPE})
 
 
 def _kernels_md(rows: pd.DataFrame, summary: pd.DataFrame) -> str:
@@ -187,20 +215,26 @@ def _models_md(rows: pd.DataFrame, target: float) -> str:
 
 # --- serving -------------------------------------------------------------------------------
 
-def _serving_callable(method: str, mode: str = "agg"):
+def _serving_callable(method: str, mode: str = "agg", stack: str | None = None):
     """agg: the serve engine (perfcast) or one-step analytic baselines; disagg: both pools
-    simulated, with perfcast's kernel model or with the plain roofline."""
+    simulated, with perfcast's kernel model or with the plain roofline; kernels per `stack`
+    (perfcast.validate._serving.point_stack; the roofline is the same for every stack;
+    without one the callables are called as before stacks existed)."""
+    priced = {} if stack is None else {"stack": stack}
     if mode == "disagg":
-        return {"perfcast": disagg_point,
+        return {"perfcast": partial(disagg_point, **priced),
                 "roofline": partial(disagg_point, time_model=RooflineModel())}[method]
-    return {"perfcast": engine_point, "sum_of_kernels": analytic_point,
+    return {"perfcast": partial(engine_point, **priced),
+            "sum_of_kernels": partial(analytic_point, **priced),
             "roofline": partial(analytic_point, time_model=RooflineModel())}[method]
 
 
 def _check_serving(methods: list[str], mode: str, points_per_group: int | None,
-                   out: Path | None, seed: int, exclude_seed: int | None) -> None:
+                   out: Path | None, seed: int, exclude_seed: int | None,
+                   stack: str | None = None) -> None:
     if mode not in ("agg", "disagg"):
         raise InputError("mode", f"unknown {mode!r}", ("agg", "disagg"))
+    check_stack(stack)
     allowed = DISAGG_METHODS if mode == "disagg" else SERVING_METHODS
     _check_choices("method", methods, allowed, f" for --mode {mode}")
     if points_per_group is not None and points_per_group < 1:
@@ -232,15 +266,18 @@ def _serving_points(mode: str, arch: str, points_per_group: int | None, seed: in
 def serving_report(method: list[str] | None = None, points_per_group: int | None = None,
                    seed: int = 0, arch: str = "all", mode: str = "agg", by: str = "model",
                    exclude_seed: int | None = None, out: Path | None = None,
-                   progress: ProgressFn | None = None) -> ValidationReport:
+                   progress: ProgressFn | None = None, stack: str | None = None
+                   ) -> ValidationReport:
     """Median and P90 APE of TTFT and TPOT against measured serving benchmarks (serving.csv,
-    serving.md into `out`); extras: the targets and the points a method refused.
-    `progress(done, total)` is called after each point of each method."""
+    serving.md into `out`); extras: the targets, the points a method refused, `by` and
+    `stack` (None: the shipped default calibration for every point; 'backend': each point's
+    own framework's stack; else a stack's name for every point). `progress(done, total)` is
+    called after each point of each method."""
     allowed = DISAGG_METHODS if mode == "disagg" else SERVING_METHODS
     methods = method or list(allowed)
-    _check_serving(methods, mode, points_per_group, out, seed, exclude_seed)
+    _check_serving(methods, mode, points_per_group, out, seed, exclude_seed, stack)
     points = _serving_points(mode, arch, points_per_group, seed, exclude_seed)
-    parts = [validate_serving(_serving_callable(m, mode), points, method=m, by=by,
+    parts = [validate_serving(_serving_callable(m, mode, stack), points, method=m, by=by,
                               progress=offset(progress, i * len(points),
                                               len(methods) * len(points)))
              for i, m in enumerate(methods)]
@@ -252,9 +289,11 @@ def serving_report(method: list[str] | None = None, points_per_group: int | None
     sample = (f"{len(points)} of them (sample seed {seed}"
               + ("" if exclude_seed is None else f", without seed {exclude_seed}'s points")
               + ("" if arch == "all" else f", {arch} models only")
-              + (", disaggregated" if mode == "disagg" else "") + ")")
+              + (", disaggregated" if mode == "disagg" else "")
+              + ("" if stack is None else f", kernels priced by stack {stack!r}") + ")")
     _write(out, {"serving.csv": rows, "serving.md": lambda: _serving_md(rows, sample, skipped)})
-    return ValidationReport(rows, {"targets": SERVING_TARGETS, "skipped": skipped})
+    return ValidationReport(rows, {"targets": SERVING_TARGETS, "skipped": skipped, "by": by,
+                                   "stack": stack})
 
 
 def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict]) -> str:

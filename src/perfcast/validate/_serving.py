@@ -6,10 +6,16 @@ a benchmark client keeps `concurrency` requests of `isl` prompt / `osl` output t
 flight and reports mean TTFT and TPOT. `validate_serving` asks any callable for each point's
 (ttft_s, tpot_s) — the serve engine in a closed loop, or `analytic_point` — and reports
 absolute percentage errors per metric, so over- and under-forecasts never cancel.
+
+Kernels are priced by the shipped default calibration (today's pricing, = the `trtllm`
+stack's), or per `stack` (`point_stack`): one named stack for every point, or with
+`stack='backend'` the stack each point's `backend` column names (trtllm, vllm, sglang: each
+framework's own kernel tables, `perfcast.kernels.stack_kernel_model`).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -20,20 +26,82 @@ import pandas as pd
 from perfcast.comm import CustomAllReduce
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel, PhysicsModel, shipped_calibration
+from perfcast.kernels import (
+    ExecutionTimeModel,
+    PhysicsModel,
+    shipped_calibration,
+    stack_kernel_model,
+)
 from perfcast.progress import ProgressFn
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW
-from perfcast.specs import DType, ParallelPlan, Precision, cluster_for, get_device, get_model
+from perfcast.specs import (
+    DType,
+    ParallelPlan,
+    Precision,
+    cluster_for,
+    get_device,
+    get_model,
+    get_stack,
+    stack_names,
+)
 from perfcast.validate._stats import ape_summary
 
-__all__ = ["SERVING_TARGETS", "analytic_point", "load_serving_points", "point_precision",
-           "sample_serving_points", "serving_residuals", "validate_serving"]
+__all__ = ["BY_BACKEND", "SERVING_TARGETS", "analytic_point", "check_stack",
+           "load_serving_points", "point_precision", "point_stack", "sample_serving_points",
+           "serving_residuals", "validate_serving"]
 
 SERVING_TARGETS = {"ttft": 0.10, "tpot": 0.07}  # median APE targets (issue 5)
 POINT_COLUMNS = ("point_id", "backend", "model", "device", "precision", "isl", "osl",
                  "concurrency", "ttft_s", "tpot_s")  # layouts: tp/pp (agg) or per pool
 SimulatePoint = Callable[[pd.Series], tuple[float, float]]
-_STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
+_STEP_MODELS: OrderedDict[tuple, tuple[object, ServingStepModel]] = OrderedDict()
+# Step models kept at once: their grids are the cost of a point but take up to a few hundred
+# MB each; the points come grouped by deployment, so a few suffice (all of them: > 20 GB).
+KEPT_STEP_MODELS = 8
+_STACK_MODELS: dict[tuple, tuple[object, ExecutionTimeModel]] = {}
+BY_BACKEND = "backend"  # `stack` value: each point priced with its backend column's stack
+
+
+def kept_step_model(models: OrderedDict, key: tuple, time_model: object,
+                    make: Callable[[], ServingStepModel]) -> ServingStepModel:
+    """`models[key]`'s step model, made by `make` if missing; the KEPT_STEP_MODELS most
+    recently used kept (holding `time_model` keeps its id(), part of `key`, unique)."""
+    if key in models:
+        models.move_to_end(key)
+    else:
+        models[key] = (time_model, make())
+        while len(models) > KEPT_STEP_MODELS:
+            models.popitem(last=False)
+    return models[key][1]
+
+
+def check_stack(stack: str | None) -> None:
+    """`stack` is None (the default calibration), 'backend' or a shipped stack's name."""
+    if stack is not None and stack != BY_BACKEND:
+        try:
+            get_stack(stack)
+        except InputError:
+            raise InputError("stack", f"unknown stack {stack!r}",
+                             [BY_BACKEND, *stack_names()]) from None
+
+
+def point_stack(point: pd.Series, stack: str | None) -> str | None:
+    """The stack whose kernel tables price `point`: its `backend` column's (trtllm, vllm,
+    sglang are stack names) with stack='backend', else `stack` itself (None: the shipped
+    default calibration)."""
+    return str(point["backend"]) if stack == BY_BACKEND else stack
+
+
+def stacked_time_model(stack: str | None, base: ExecutionTimeModel) -> ExecutionTimeModel:
+    """`base` with `stack`'s kernel families priced by its own tables
+    (`stack_kernel_model`, the serve engine's path), one instance per (stack, base) so the
+    step models built on it are kept; `base` itself for None or a stack routing nothing."""
+    if stack is None:
+        return base
+    key = (get_stack(stack).name, id(base))
+    if key not in _STACK_MODELS:  # holding base keeps its id() unique
+        _STACK_MODELS[key] = (base, stack_kernel_model(get_stack(stack), base))
+    return _STACK_MODELS[key][1]
 
 
 def load_serving_points() -> pd.DataFrame:
@@ -86,14 +154,11 @@ def _step_model(point: pd.Series, time_model: ExecutionTimeModel, host: str
     TP all-reduces by the engines' custom kernel, as the serve engine prices them."""
     plan = point_plan(point)
     key = (point["model"], point["device"], plan, point["precision"], host, id(time_model))
-    if key not in _STEP_MODELS:
-        device = get_device(point["device"])
-        sm = ServingStepModel(get_model(point["model"]), cluster_for(device, plan.num_gpus),
-                              point_precision(point), plan, time_model,
-                              host=host, max_seqs=max(1024, int(point["concurrency"])),
-                              comm_model=CustomAllReduce())
-        _STEP_MODELS[key] = (time_model, sm)  # holding time_model keeps id() unique
-    return _STEP_MODELS[key][1]
+    device = get_device(point["device"])
+    return kept_step_model(_STEP_MODELS, key, time_model, lambda: ServingStepModel(
+        get_model(point["model"]), cluster_for(device, plan.num_gpus), point_precision(point),
+        plan, time_model, host=host, max_seqs=max(1024, int(point["concurrency"])),
+        comm_model=CustomAllReduce()))
 
 
 @cache
@@ -102,12 +167,13 @@ def _calibrated() -> PhysicsModel:
 
 
 def analytic_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
-                   host: str = "none") -> tuple[float, float]:
+                   host: str = "none", stack: str | None = None) -> tuple[float, float]:
     """(ttft_s, tpot_s) with no queueing: TTFT = one prefill step of `isl` tokens alone;
     TPOT = one decode step of `concurrency` sequences at the mean decode context
     (isl + osl/2). A sum-of-kernels baseline (CUDA graphs; host overhead per `host`): it
-    ignores waiting for other requests' prefills, so it under-forecasts loaded points."""
-    tm = time_model or _calibrated()
+    ignores waiting for other requests' prefills, so it under-forecasts loaded points.
+    Kernels priced per `stack` (`point_stack`; None: the shipped default calibration)."""
+    tm = stacked_time_model(point_stack(point, stack), time_model or _calibrated())
     sm = _step_model(point, tm, host)
     isl, osl, conc = int(point["isl"]), int(point["osl"]), int(point["concurrency"])
     ttft = sm.step_time_s(prefill_tokens=(isl,), prefill_context=(0,))
@@ -159,7 +225,7 @@ def _point_rows(p: pd.Series, forecast: tuple[float, float]) -> list[dict]:
     return rows
 
 
-GROUPINGS = ("model", "technique")
+GROUPINGS = ("model", "technique", "backend")
 
 
 def point_technique(points: pd.DataFrame) -> pd.Series:
@@ -177,8 +243,9 @@ def validate_serving(simulate_point: SimulatePoint | None = None,
     """Rows in the `validate_kernels` form — split (backend), device, group
     ('<model>/<ttft|tpot>', or '<technique>/<metric>' with by='technique'), method, mape
     (mean APE), median_ape, p90_ape (fractions), n — one per split x device x group x method;
-    `overall` adds split='all', device='all', group='all/<metric>' rows (and per technique
-    with by='technique'). Default callable:
+    with by='backend' one per backend over every device (device 'all', group
+    '<backend>/<metric>'); `overall` adds split='all', device='all', group='all/<metric>'
+    rows (and per technique with by='technique'). Default callable:
     `analytic_point` with perfcast's kernel model (method 'sum_of_kernels'); pass `method` to
     name another callable. `progress(done, total)` is called after each point."""
     if by not in GROUPINGS:
@@ -192,7 +259,10 @@ def validate_serving(simulate_point: SimulatePoint | None = None,
     if by == "technique":
         label = res["point_id"].map(dict(zip(points["point_id"], point_technique(points),
                                              strict=True)))
-    res = res.assign(group=label + "/" + res["metric"])
+    if by == "backend":  # each backend over every device and model
+        res = res.assign(group=res["split"] + "/" + res["metric"], device="all")
+    else:
+        res = res.assign(group=label + "/" + res["metric"])
     parts = [ape_summary(res, ["split", "device", "group"])]
     if overall and len(res):
         every = res.assign(split="all", device="all")

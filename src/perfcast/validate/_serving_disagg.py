@@ -54,10 +54,11 @@ def load_disagg_points() -> pd.DataFrame:
         return pd.read_csv(f, keep_default_na=False, na_values=[""])
 
 
-def _pool(point: pd.Series, pool: str) -> ServeConfig:
-    """One pool's config: the aggregated replay's engine settings on the pool's layout."""
+def _pool(point: pd.Series, pool: str, stack: str | None = None) -> ServeConfig:
+    """One pool's config: the aggregated replay's engine settings (kernels per `stack`) on
+    the pool's layout."""
     dp = int(point[f"{pool}_dp"])
-    return ServeConfig(**engine_settings(point), tp=int(point[f"{pool}_tp"]), pp=1,
+    return ServeConfig(**engine_settings(point, stack), tp=int(point[f"{pool}_tp"]), pp=1,
                        max_batch=int(point[f"{pool}_batch"]), ep=int(point[f"{pool}_ep"]),
                        attention_dp=dp, replicas=int(point[f"{pool}_workers"]) * dp)
 
@@ -70,15 +71,16 @@ def _lengths(point_key: tuple, n: int, conc: int) -> tuple[np.ndarray, np.ndarra
     return w.prompt_tokens, w.output_tokens
 
 
-def disagg_point(point: pd.Series, time_model: ExecutionTimeModel | None = None
-                 ) -> tuple[float, float]:
+def disagg_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
+                 stack: str | None = None) -> tuple[float, float]:
     """(mean TTFT, mean TPOT) in seconds of the point's closed-loop benchmark, simulated on
-    its prefill and decode pools (module docstring)."""
+    its prefill and decode pools (module docstring); kernels priced per `stack`
+    (`perfcast.validate._serving.point_stack`; None: the shipped default calibration)."""
     conc = int(point["concurrency"])
     n = ROUNDS * conc
     key = tuple(sorted((k, point[k]) for k in ("isl", "osl", "silicon_data_source")))
     prompt, output = _lengths(key, n, conc)
-    prefill, decode = _pool(point, "prefill"), _pool(point, "decode")
+    prefill, decode = _pool(point, "prefill", stack), _pool(point, "decode", stack)
     models = {"prefill_step_model": cached_step_model(prefill, time_model),
               "decode_step_model": cached_step_model(decode, time_model)}
     arrival, last = np.zeros(n), None

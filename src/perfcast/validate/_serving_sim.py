@@ -23,16 +23,27 @@ MoE points run their measured layout (`point_layout`): attention TP `tp`, `dp` a
 ranks (each a replica behind a round-robin router, as SGLang's and TensorRT-LLM's DP
 attention balance requests), experts over `ep` ranks x moe_tp; the most loaded EP rank
 carries ServeConfig's default `expert_skew` (chosen a priori, not fitted on these points).
+
+Kernels: the shipped default calibration, or a stack's own tables through
+`ServeConfig.stack` (the serve engine's `step_model_for`): `stack` as in
+`perfcast.validate._serving.point_stack` ('backend': each point's own framework).
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import pandas as pd
 
 from perfcast.compose import ServingStepModel
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
-from perfcast.validate._serving import point_layout, point_precision
+from perfcast.validate._serving import (
+    kept_step_model,
+    point_layout,
+    point_precision,
+    point_stack,
+)
 
 __all__ = ["BATCH_TOKEN_BUDGET", "RANGE_RATIO", "ROUNDS", "benchmark_lengths",
            "cached_step_model", "engine_point", "engine_settings"]
@@ -41,12 +52,13 @@ BATCH_TOKEN_BUDGET = 8192  # vLLM V1's default max_num_batched_tokens for online
 ROUNDS = 10  # requests per point = ROUNDS x concurrency (InferenceMAX's --num-prompts)
 RANGE_RATIO = 0.8  # InferenceMAX's --random-range-ratio: lengths uniform in [0.8 L, L]
 _RECIPE_SOURCE = "source_file=2026-04-06.csv"
-_STEP_MODELS: dict[tuple, tuple[object, ServingStepModel]] = {}
+_STEP_MODELS: OrderedDict[tuple, tuple[object, ServingStepModel]] = OrderedDict()
 
 
-def engine_settings(point: pd.Series) -> dict:
+def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
     """The ServeConfig fields every replay of a point shares (module docstring): model, GPU,
-    precision, scheduler and token budget of its backend, overlapped host, context limit."""
+    precision, scheduler and token budget of its backend, overlapped host, context limit,
+    the stack pricing its kernels (`point_stack`)."""
     prefill_first = point["backend"] == "sglang"
     isl, osl = int(point["isl"]), int(point["osl"])
     # prefill-first engines take whole prompts, a recompute-preempted one with its output
@@ -54,23 +66,23 @@ def engine_settings(point: pd.Series) -> dict:
     return {"model": point["model"], "gpu": point["device"], "max_batch_tokens": budget,
             "scheduler": "vllm-v0" if prefill_first else "vllm-v1",
             "precision": point_precision(point), "host_overlap": True,
-            "max_context": isl + osl}
+            "max_context": isl + osl, "stack": point_stack(point, stack)}
 
 
 def cached_step_model(config: ServeConfig, time_model: ExecutionTimeModel | None
                       ) -> ServingStepModel:
-    """One step model per deployment, grid size and time model, kept: its grids are the
-    cost of a replay."""
+    """One step model per deployment, grid size and time model, kept (the most recently used
+    `KEPT_STEP_MODELS`): its grids are the cost of a replay."""
     key = (config.model, config.gpu, config.tp, config.pp, config.ep, config.attention_dp,
-           config.precision, config.max_context, config.max_batch, id(time_model))
-    if key not in _STEP_MODELS:  # holding time_model keeps its id() unique
-        _STEP_MODELS[key] = (time_model, step_model_for(config, time_model))
-    return _STEP_MODELS[key][1]
+           config.precision, config.max_context, config.max_batch, config.stack,
+           id(time_model))
+    return kept_step_model(_STEP_MODELS, key, time_model,
+                           lambda: step_model_for(config, time_model))
 
 
-def _config(point: pd.Series, max_batch: int) -> ServeConfig:
+def _config(point: pd.Series, max_batch: int, stack: str | None = None) -> ServeConfig:
     layout = point_layout(point)
-    return ServeConfig(**engine_settings(point), tp=int(point["tp"]), pp=int(point["pp"]),
+    return ServeConfig(**engine_settings(point, stack), tp=int(point["tp"]), pp=int(point["pp"]),
                        max_batch=max_batch, ep=layout["ep"], attention_dp=layout["dp"],
                        replicas=layout["dp"])
 
@@ -84,15 +96,16 @@ def benchmark_lengths(point: pd.Series) -> dict:
     return {"lengths": "fixed", "prompt_tokens": isl, "output_tokens": osl}
 
 
-def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None
-                 ) -> tuple[float, float]:
-    """(mean TTFT, mean TPOT) in seconds of the point's closed-loop benchmark, simulated."""
+def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
+                 stack: str | None = None) -> tuple[float, float]:
+    """(mean TTFT, mean TPOT) in seconds of the point's closed-loop benchmark, simulated;
+    kernels priced per `stack` (module docstring; None: the shipped default calibration)."""
     conc = int(point["concurrency"])
     workload = make_workload(ROUNDS * conc, arrival="closed_loop", concurrency=conc,
                              max_tokens=None, seed=0, **benchmark_lengths(point))
     per_rank = -(-conc // point_layout(point)["dp"])  # the router spreads the client's load
-    grid = _config(point, max(1024, conc))  # one step model for every concurrency
-    result = simulate(_config(point, per_rank), workload,
+    grid = _config(point, max(1024, conc), stack)  # one step model for every concurrency
+    result = simulate(_config(point, per_rank, stack), workload,
                       step_model=cached_step_model(grid, time_model))
     s = result.summary()
     return float(s["ttft_s"]["mean"]), float(s["tpot_s"]["mean"])

@@ -1,0 +1,56 @@
+"""How a stack's host drives the GPU: launch mode and host seconds, chosen in one place.
+
+The stack decides (graph capture -> launch mode, its host model -> per-kernel dispatch and
+per-step costs, its serving engine's fitted host profile); an explicit `--execution` or
+`--host` overrides the stack's choice and the payload says which were given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from perfcast.compose import HOST_PROFILES, Execution
+from perfcast.errors import InputError
+from perfcast.specs import GraphCapture, Stack
+
+__all__ = ["EngineHost", "engine_host"]
+
+
+@dataclass(frozen=True)
+class EngineHost:
+    """Launch mode, serving host profile, host seconds per eager kernel and per step."""
+
+    execution: Execution
+    profile: str
+    dispatch_s: float
+    step_s: float
+    given: tuple[str, ...] = ()  # options the user set over the stack's choice
+
+    def inputs(self) -> dict[str, Any]:
+        return {"execution": str(self.execution), "host": self.profile,
+                "host_dispatch_s": self.dispatch_s, "host_step_s": self.step_s,
+                "overrides_of_stack": list(self.given)}
+
+
+def engine_host(stack: Stack, execution: Execution | str | None, profile: str | None,
+                host_speed: float = 1.0) -> EngineHost:
+    """The stack's launch mode and host costs on a host `host_speed` times the speed of the
+    stack's reference CPU; `execution` / `profile` given by the user replace the stack's."""
+    if not host_speed > 0:
+        raise InputError("host_speed", f"must be > 0, got {host_speed}", "> 0")
+    given = tuple(n for n, v in (("execution", execution), ("host", profile)) if v is not None)
+    if execution is None:
+        execution = (Execution.CUDA_GRAPH if stack.graph_capture is GraphCapture.CUDA_GRAPHS
+                     else Execution.EAGER)
+    try:
+        execution = Execution(execution)
+    except ValueError:
+        raise InputError("execution", f"unknown mode {execution!r}",
+                         [e.value for e in Execution]) from None
+    profile = profile if profile is not None else (stack.host.serving_profile or "none")
+    if profile not in HOST_PROFILES:
+        raise InputError("host", f"unknown profile {profile!r}", list(HOST_PROFILES))
+    h = stack.host
+    return EngineHost(execution, profile, (h.op_dispatch_s + h.module_s) / host_speed,
+                      h.step_s / host_speed, given)

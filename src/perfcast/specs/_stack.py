@@ -1,0 +1,174 @@
+"""The software stack a workload runs on: framework, kernels, fusions, graph capture, host.
+
+A forecast is of a stack running on a device: the same GPU runs the same model at very
+different speeds under HF transformers eager, torch.compile, vLLM, SGLang, TensorRT-LLM or
+Megatron, because their attention kernels, fusions, graph capture and host overheads differ.
+A `Stack` names each of those; `perfcast.kernels` routes every kernel family to the measured
+tables of the stack's kernel source (`kernel_sources`), and the composer takes launch mode and
+host costs from `host` and `graph_capture`.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from perfcast.errors import InputError, close_matches, from_validation_error
+
+__all__ = ["AttentionBackend", "GraphCapture", "HostModel", "Stack", "get_stack",
+           "stack_names"]
+
+
+class AttentionBackend(StrEnum):
+    """The attention kernel a stack runs: `eager` materialises the s x s score matrix (HF's
+    legacy attention: bmm, scale, mask, softmax, bmm); the others are fused kernels."""
+
+    EAGER = "eager"
+    SDPA = "sdpa"  # torch.nn.functional.scaled_dot_product_attention (flash / mem-efficient)
+    FA2 = "fa2"
+    FA3 = "fa3"
+    FA4 = "fa4"
+    FLASHINFER = "flashinfer"
+    TRTLLM_FMHA = "trtllm-fmha"
+    TRITON = "triton"
+
+    @property
+    def fused(self) -> bool:
+        return self is not AttentionBackend.EAGER
+
+
+class GraphCapture(StrEnum):
+    """How kernels reach the GPU: one Python dispatch each, replayed CUDA graphs, or
+    torch.compile (Inductor: fused pointwise kernels, optionally in CUDA graphs)."""
+
+    NONE = "none"
+    CUDA_GRAPHS = "cuda-graphs"
+    TORCH_COMPILE = "torch-compile"
+
+
+class HostModel(BaseModel):
+    """CPU time the stack spends to issue work, on its reference CPU.
+
+    `op_dispatch_s`: per eager kernel (Python, ATen dispatch, cudaLaunchKernel; measured per
+    decoder layer / kernels, so module calls are inside it); `module_s`: a further per-kernel
+    Python cost where a stack's module overhead is measured apart (charged per kernel, as HF
+    modules run one GEMM or a few pointwise kernels each); `step_s`: per step outside
+    the model (scheduler, sampler, input preparation, generate()'s bookkeeping). A GPU host's
+    CPU runs them `host_speed` times faster than the reference CPU (`perfcast.specs.Device`
+    has no host CPU: the factor is an input, default 1)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op_dispatch_s: float = Field(ge=0.0, le=1e-3)
+    module_s: float = Field(0.0, ge=0.0, le=1e-3)
+    step_s: float = Field(0.0, ge=0.0, le=1.0)
+    serving_profile: str | None = None  # a fitted serving-engine host profile (compose)
+    reference_cpu: str
+    provenance: str = Field(min_length=1)
+
+
+class Stack(BaseModel):
+    """One software stack (see module docstring). Families absent from `kernel_sources`
+    are priced with the `default` source (perfcast's shipped calibration)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,39}$")
+    framework: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    attention: AttentionBackend
+    gemm_library: str = Field(min_length=1)
+    fused: frozenset[str] = frozenset()
+    graph_capture: GraphCapture = GraphCapture.NONE
+    host: HostModel
+    kernel_sources: dict[str, str] = Field(default_factory=dict)
+    borrowed: dict[str, str] = Field(default_factory=dict)  # family -> whose kernels, why
+    # family -> {GPU architecture or "default": the kernel (op name in the source's tables)}
+    kernels: dict[str, dict[str, str]] = Field(default_factory=dict)
+    training_memory: str = "amp"
+    provenance: str = Field(min_length=1)
+
+    @field_validator("fused")
+    @classmethod
+    def _known_fusions(cls, value: frozenset[str]) -> frozenset[str]:
+        unknown = sorted(value - FUSIONS)
+        if unknown:
+            raise ValueError(f"unknown fusion(s) {unknown} (allowed: {sorted(FUSIONS)})")
+        return value
+
+    @field_validator("kernels")
+    @classmethod
+    def _kernels_have_default(cls, value: dict[str, dict[str, str]]) -> dict:
+        missing = sorted(f for f, by_arch in value.items() if "default" not in by_arch)
+        if missing:
+            raise ValueError(f"kernels of {missing} need a 'default' entry")
+        return value
+
+    def kernel_for(self, family: str, arch: str) -> str | None:
+        """The kernel the stack runs for `family` on a GPU of `arch` (None: the family's
+        rows keep their op names)."""
+        by_arch = self.kernels.get(family)
+        return None if by_arch is None else by_arch.get(arch, by_arch["default"])
+
+    @property
+    def serving_engine(self) -> bool:
+        """A serving engine (replays CUDA-graph decode, runs its own fused op table), not a
+        PyTorch model run by its module graph."""
+        return self.graph_capture is GraphCapture.CUDA_GRAPHS
+
+    @property
+    def eager(self) -> bool:
+        """Kernels dispatched one by one from Python (no graph replay)."""
+        return self.graph_capture is GraphCapture.NONE
+
+    def kernel_source(self, family: str) -> str:
+        return self.kernel_sources.get(family, "default")
+
+    def card(self) -> dict:
+        """What a result prints about the stack it is for."""
+        return {"name": self.name, "framework": self.framework, "version": self.version,
+                "attention": self.attention.value, "graph_capture": self.graph_capture.value,
+                "fused": sorted(self.fused), "training_memory": self.training_memory}
+
+
+# Op groups a stack may fuse into neighbouring kernels (see perfcast.ops.FUSION_RULES).
+FUSIONS = frozenset({"norm", "activation", "rope", "residual", "pointwise"})
+
+
+@cache
+def _catalog() -> dict:
+    text = (resources.files("perfcast.specs") / "data" / "stacks.json").read_text()
+    return json.loads(text)
+
+
+@cache
+def _stacks() -> dict[str, Stack]:
+    out = {}
+    for entry in _catalog()["stacks"]:
+        try:
+            stack = Stack.model_validate(entry)
+        except ValidationError as exc:  # a shipped-data bug: say which entry
+            raise from_validation_error(exc, origin=f"stacks.json:{entry.get('name')}") from None
+        out[stack.name] = stack
+    return out
+
+
+def stack_names() -> list[str]:
+    return list(_stacks())
+
+
+def get_stack(name: str) -> Stack:
+    """A shipped stack by name (`perfcast stacks` lists them)."""
+    stacks = _stacks()
+    key = name.strip().lower() if isinstance(name, str) else name
+    key = _catalog().get("aliases", {}).get(key, key)
+    if key in stacks:
+        return stacks[key]
+    near = close_matches(str(name), stacks)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    raise InputError("stack", f"unknown stack {name!r}{hint}", list(stacks))

@@ -1,0 +1,48 @@
+"""Shipped software stacks load, validate and are named in errors."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from perfcast.errors import InputError
+from perfcast.specs import AttentionBackend, GraphCapture, Stack, get_stack, stack_names
+
+ISSUE_STACKS = {"hf-transformers", "hf-transformers-legacy", "torch-compile", "vllm", "sglang",
+                "trtllm", "megatron-core", "fsdp", "llm-foundry"}
+
+
+def test_the_issue_stacks_ship():
+    assert set(stack_names()) >= ISSUE_STACKS
+
+
+def test_stacks_differ_where_frameworks_do():
+    assert get_stack("hf-transformers").attention is AttentionBackend.SDPA
+    assert get_stack("hf-transformers-legacy").attention is AttentionBackend.EAGER
+    assert not get_stack("hf-transformers-legacy").attention.fused
+    assert get_stack("vllm").graph_capture is GraphCapture.CUDA_GRAPHS
+    assert get_stack("hf-transformers").eager and not get_stack("vllm").eager
+    assert get_stack("torch-compile").fused >= {"norm", "activation"}
+
+
+def test_unknown_stack_names_the_field_and_the_choices():
+    with pytest.raises(InputError) as exc:
+        get_stack("vlm")
+    assert exc.value.field == "stack" and "vllm" in str(exc.value)
+
+
+def test_old_none_stack_is_megatron_core():
+    assert get_stack("none").name == "megatron-core"
+
+
+def test_unknown_fusion_is_refused():
+    entry = get_stack("vllm").model_dump()
+    entry["fused"] = ["norm", "everything"]
+    with pytest.raises(ValidationError):
+        Stack.model_validate(entry)
+
+
+@given(st.sampled_from(sorted(ISSUE_STACKS)))
+def test_every_stack_card_names_itself(name):
+    card = get_stack(name).card()
+    assert card["name"] == name and card["attention"] in {a.value for a in AttentionBackend}

@@ -332,6 +332,11 @@ def resolve_train(request: TrainRequest) -> Resolved:
                              "model of a training forecast", "another --stack, or "
                              "--kernel-model calibrated without --rlhf")
         time_model = stack_time_model(stack.name, machines.device, time_model)
+    if not (stack.fused and stack.attention.fused):  # not a fused training stack
+        info["scope"] = (f"`train` prices a Megatron-style op table (fused attention, norms "
+                         f"and activations); {stack.name} changes its kernel sources and "
+                         "memory policy only: its own eager graph is `perfcast step --mode "
+                         f"training --stack {stack.name}`")
     batch = w.micro_batch * dp if w.global_batch is None else w.global_batch
     chosen = recipe.memory_policy
     if chosen is None and request.stack.stack is not None and not rlhf:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from perfcast.compose._vision import cnn_inference
-from perfcast.kernels import default_time_model
-from perfcast.kernels._physics import TENSOR_DONORS, borrowed_compute_notes
+from perfcast.kernels import RooflineModel, default_time_model, model_notes
+from perfcast.kernels._physics import TENSOR_DONORS
 from perfcast.kernels._roofline import peak_flops
 from perfcast.ops import cnn_ops
 from perfcast.specs import cluster_for, get_device
@@ -67,7 +67,9 @@ def test_convs_take_the_tensor_peak_only_in_half_precision():
 
 
 def test_notes_name_the_donor_family():
-    notes = borrowed_compute_notes(cnn_ops("resnet18", 2, precision="fp16"))
+    model = default_time_model()
+    notes = model_notes(model, cnn_ops("resnet18", 2, precision="fp16"))
     assert notes == ["half-precision conv (fp16): no measured half-precision conv kernels; "
                      f"tensor-core efficiency borrowed from {TENSOR_DONORS['conv']}"]
-    assert borrowed_compute_notes(cnn_ops("resnet18", 2)) == []
+    assert model_notes(model, cnn_ops("resnet18", 2)) == []
+    assert model_notes(RooflineModel(), cnn_ops("resnet18", 2, precision="fp16")) == []

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from perfcast.comm import CollectiveModel
 from perfcast.compose._cnn_fusion import fuse_cnn_kernels
 from perfcast.compose._step import Execution, StepForecast, step_time
-from perfcast.kernels import ExecutionTimeModel
-from perfcast.kernels._physics import borrowed_compute_notes
+from perfcast.kernels import ExecutionTimeModel, default_time_model, model_notes
 from perfcast.ops import MemoryFootprint, cnn_ops
 from perfcast.ops._vision import vision_ops
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision, bytes_per_element
@@ -63,5 +62,6 @@ def cnn_inference(name: str, batch_size: int, cluster: Cluster, dtype: str = "fp
     ops = cnn_ops(name, batch_size, image_size, precision=dtype)
     if fused:
         ops = fuse_cnn_kernels(ops)
+    time_model = time_model or default_time_model()
     step = step_time(ops, cluster, execution, host_s, time_model, dispatch_s=dispatch_s)
-    return CNNInference(step, batch_size / step.time_s, borrowed_compute_notes(ops))
+    return CNNInference(step, batch_size / step.time_s, model_notes(time_model, ops))

@@ -22,8 +22,10 @@ from perfcast.kernels._moe import ExpertLoad, expert_load
 from perfcast.kernels._roofline import (
     EfficiencyModel,
     ExecutionTimeModel,
+    NotedTimeModel,
     RooflineModel,
     UnitEfficiency,
+    model_notes,
     peak_flops,
     roofline_times,
     thread_blocks,
@@ -50,5 +52,5 @@ __all__ = [
     "peak_flops",
     "roofline_times", "shipped_calibration", "thread_blocks", "wave_quantization",
     "KERNEL_FAMILIES", "StackTimeModel", "family_provenance", "source_time_model",
-    "stack_families", "stack_kernel_model",
+    "stack_families", "stack_kernel_model", "NotedTimeModel", "model_notes",
 ]

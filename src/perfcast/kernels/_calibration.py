@@ -18,8 +18,10 @@ import pandas as pd
 from perfcast.errors import InputError, parse_user_json, read_user_text
 from perfcast.kernels._fit import fit_family
 from perfcast.kernels._physics import (
+    TENSOR_DONORS,
     FamilyParams,
     Prepared,
+    borrows_tensor_terms,
     concat_prepared,
     evaluate,
     prepare,
@@ -282,6 +284,19 @@ class PhysicsModel:
     def tier(self, device: Device) -> str:
         return self.calibration.tier_for(device.name)
 
+    def notes(self, ops: pd.DataFrame) -> list[str]:
+        """What the forecast of `ops` borrowed: half-precision rows of a family never fitted
+        on half-precision kernels take a donor family's tensor-core efficiency."""
+        out = []
+        for family, donor in sorted(TENSOR_DONORS.items()):
+            params = self.calibration.families.get(family)
+            rows = (ops["family"] == family).to_numpy() & (ops["dtype"] != "fp32").to_numpy()
+            if params is not None and rows.any() and borrows_tensor_terms(params):
+                dtypes = ", ".join(sorted(set(ops["dtype"].to_numpy()[rows].astype(str))))
+                out.append(f"half-precision {family} ({dtypes}): no measured half-precision "
+                           f"{family} kernels; tensor-core efficiency borrowed from {donor}")
+        return out
+
     def kernel_times(self, ops: pd.DataFrame, device: Device,
                      timing: np.ndarray | None = None) -> np.ndarray:
         timing = np.full(len(ops), "cuda_graph", dtype=object) if timing is None else timing
@@ -300,7 +315,9 @@ class PhysicsModel:
             part = self._canonical(ops.iloc[idx], family, fam, params)
             prep = prepare(part, device, timing[idx])
             bins, dts = regime_bins(prep.regime), prep.variant
-            t = evaluate(params, prep) + self._fused_quant_fixed(own, family, fam, params, prep)
+            donor = self.calibration.families.get(TENSOR_DONORS.get(fam, ""))
+            t = (evaluate(params, prep, donor)
+                 + self._fused_quant_fixed(own, family, fam, params, prep))
             log_fix = self.calibration.residuals[fam].correction(bins, dts)
             if corr is not None:
                 log_fix = log_fix + corr.residual.correction(part, dts)

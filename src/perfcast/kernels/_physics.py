@@ -25,7 +25,7 @@ has no half-precision measurements, its tensor rows borrow the compute terms (te
 intercept and power slope) of a fitted donor family (`TENSOR_DONORS`: conv <- gemm, the same
 tensor-core GEMM main loop on the same units) and keep their own memory, thread-block and
 fixed-cost terms (conv's im2col-style traffic and launch cost, fitted on conv measurements).
-`borrowed_compute_notes` says so for a forecast's notes.
+`PhysicsModel.notes` says so for a forecast's notes.
 Fused MoE rows (family `moe`) take T_c, the bytes and the thread blocks from the expert loads of
 the measured EP rank under their routing skew (perfcast.kernels._moe); t_fixed is then the
 routing/permute/finalize cost of the MoE kernel variant.
@@ -33,10 +33,7 @@ routing/permute/finalize cost of the MoE kernel variant.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -46,7 +43,7 @@ from perfcast.kernels._roofline import peak_flops, thread_blocks, wave_quantizat
 from perfcast.ops import FUSED_QUANT
 from perfcast.specs import Device, bytes_per_element
 
-__all__ = ["TENSOR_DONORS", "FamilyParams", "Prepared", "borrowed_compute_notes",
+__all__ = ["TENSOR_DONORS", "FamilyParams", "Prepared", "borrows_tensor_terms",
            "concat_prepared", "device_features", "evaluate", "has_tensor_fit", "prepare",
            "regime_coords", "variants"]
 
@@ -262,44 +259,30 @@ def has_tensor_fit(params: FamilyParams) -> bool:
     return any(key.rsplit("/", 1)[-1] not in _SIMT_CLASSES for key in params.fixed_s)
 
 
-@cache
-def _shipped_family(name: str) -> FamilyParams:
-    """One family of the shipped calibration (plain JSON read once; no import of the
-    calibration module, which imports this one)."""
-    path = resources.files("perfcast.kernels") / "data" / "calibration.json"
-    return FamilyParams.from_dict(json.loads(path.read_text())["families"][name])
-
-
-def _compute_terms(params: FamilyParams, prep: Prepared) -> tuple[np.ndarray, np.ndarray]:
+def _compute_terms(params: FamilyParams, prep: Prepared, donor: FamilyParams | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """(η_c intercept, power slope) per row: the family's own per compute class, or for the
     tensor rows of a family never fitted on them, its donor's (TENSOR_DONORS)."""
     ci = params.compute_intercept
     intercept = np.where(prep.simt, ci.get("simt", ci["tensor"]), ci["tensor"])
     slope = np.full(len(prep.simt), params.power_slope)
-    donor = TENSOR_DONORS.get(params.family)
-    if donor is not None and not prep.simt.all() and not has_tensor_fit(params):
-        d = _shipped_family(donor)
-        intercept = np.where(prep.simt, intercept, d.compute_intercept["tensor"])
-        slope = np.where(prep.simt, slope, d.power_slope)
+    if borrows_tensor_terms(params) and donor is not None and not prep.simt.all():
+        intercept = np.where(prep.simt, intercept, donor.compute_intercept["tensor"])
+        slope = np.where(prep.simt, slope, donor.power_slope)
     return intercept, slope
 
 
-def borrowed_compute_notes(ops: pd.DataFrame) -> list[str]:
-    """Notes for a forecast whose rows borrowed another family's tensor-core efficiency
-    (shipped calibration; module docstring), one per borrowing family."""
-    notes = []
-    for family, donor in sorted(TENSOR_DONORS.items()):
-        rows = (ops["family"] == family) & (ops["dtype"] != "fp32")
-        if rows.any() and not has_tensor_fit(_shipped_family(family)):
-            dtypes = ", ".join(sorted(set(ops.loc[rows, "dtype"].astype(str))))
-            notes.append(f"half-precision {family} ({dtypes}): no measured half-precision "
-                         f"{family} kernels; tensor-core efficiency borrowed from {donor}")
-    return notes
+def borrows_tensor_terms(params: FamilyParams) -> bool:
+    """Whether a family's tensor-core rows take a donor family's compute terms: it has a
+    donor (TENSOR_DONORS) and was never fitted on a half-precision kernel."""
+    return params.family in TENSOR_DONORS and not has_tensor_fit(params)
 
 
-def evaluate(params: FamilyParams, prep: Prepared) -> np.ndarray:
-    """Seconds per prepared row."""
-    intercept, slope = _compute_terms(params, prep)
+def evaluate(params: FamilyParams, prep: Prepared,
+             donor: FamilyParams | None = None) -> np.ndarray:
+    """Seconds per prepared row; `donor`: the fitted family whose tensor-core compute terms
+    the family's half-precision rows borrow (TENSOR_DONORS; None: its own)."""
+    intercept, slope = _compute_terms(params, prep, donor)
     eta_c = _sigmoid(intercept + slope * prep.log_flops_per_w)
     eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * prep.log_bw_tbps)
     t_c = prep.t_compute / eta_c

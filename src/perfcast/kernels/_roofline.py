@@ -11,7 +11,8 @@ from perfcast.ops import COMM_FAMILIES, TENSOR_FAMILIES
 from perfcast.specs import Device, DType
 
 __all__ = [
-    "EfficiencyModel", "ExecutionTimeModel", "MATRIX_FAMILIES", "RooflineModel",
+    "EfficiencyModel", "ExecutionTimeModel", "MATRIX_FAMILIES", "NotedTimeModel",
+    "RooflineModel", "model_notes",
     "SIMT_FP32_FAMILIES", "UnitEfficiency", "peak_flops",
     "roofline_times", "thread_blocks", "wave_quantization",
 ]
@@ -46,6 +47,19 @@ class ExecutionTimeModel(Protocol):
     """Seconds per op-table row on a device (collective rows are priced by the comm layer)."""
 
     def kernel_times(self, ops: pd.DataFrame, device: Device) -> np.ndarray: ...
+
+
+@runtime_checkable
+class NotedTimeModel(ExecutionTimeModel, Protocol):
+    """A kernel time model that says what a forecast's prices borrowed (e.g. half-precision
+    convs priced with gemm's tensor-core efficiency: kernels.PhysicsModel)."""
+
+    def notes(self, ops: pd.DataFrame) -> list[str]: ...
+
+
+def model_notes(time_model: ExecutionTimeModel, ops: pd.DataFrame) -> list[str]:
+    """The notes a time model has about pricing `ops` (none for models that keep none)."""
+    return time_model.notes(ops) if isinstance(time_model, NotedTimeModel) else []
 
 
 class UnitEfficiency:

@@ -23,7 +23,7 @@ from perfcast.kernels._calibration import (
     default_time_model,
     shipped_calibration,
 )
-from perfcast.kernels._roofline import ExecutionTimeModel, RooflineModel
+from perfcast.kernels._roofline import ExecutionTimeModel, RooflineModel, model_notes
 from perfcast.specs import Device, Stack
 
 __all__ = ["KERNEL_FAMILIES", "StackTimeModel", "family_provenance", "source_time_model",
@@ -80,6 +80,14 @@ class StackTimeModel:
     def tier(self, device: Device) -> str:
         """The default model's uncertainty tier (intervals are per family, not per source)."""
         return self.default.tier(device)
+
+    def notes(self, ops: pd.DataFrame) -> list[str]:
+        """The notes of each model that prices some of `ops` (kernels.model_notes)."""
+        family = ops["family"].to_numpy(dtype=object)
+        out = model_notes(self.default, ops[~np.isin(family, list(self.routes))])
+        for fam, model in sorted(self.routes.items()):
+            out += model_notes(model, ops[family == fam])
+        return out
 
 
 def stack_families(stack: Stack, families: tuple[str, ...] = KERNEL_FAMILIES

@@ -19,8 +19,7 @@ import pandas as pd
 from perfcast.comm import CollectiveModel, default_collective_model
 from perfcast.compose import data_parallel_step, step_time
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel
-from perfcast.kernels._physics import borrowed_compute_notes
+from perfcast.kernels import ExecutionTimeModel, model_notes
 from perfcast.ops import CNN_MODELS, cnn_ops
 from perfcast.specs import Cluster, DType, bytes_per_element
 from perfcast.train._forecast import default_time_model
@@ -158,4 +157,4 @@ def forecast_cnn_training(name: str, cluster: Cluster, num_gpus: int, micro_batc
         gradient_bytes=grad_bytes, tflops_per_gpu=model_flops / time_s / 1e12,
         mfu=model_flops / (time_s * peak),
         # fp32 weights, gradients and momentum + every forward output kept for backward
-        memory_per_gpu_bytes=3 * 4.0 * params + acts, notes=borrowed_compute_notes(ops))
+        memory_per_gpu_bytes=3 * 4.0 * params + acts, notes=model_notes(time_model, ops))

@@ -87,3 +87,9 @@ def test_train_stack_chooses_kernels_and_memory_policy():
     assert default["inputs"]["kernel_model"]["stack"] == "megatron-core"
     foundry = run(TrainRequest.from_options({**base, "stack": "llm-foundry"})).payload()
     assert foundry["iteration_time_s"] > default["iteration_time_s"]
+
+
+def test_a_stack_of_training_factors_is_refused_outside_train():
+    with pytest.raises(InputError) as exc:
+        run(InferRequest.from_options({**LLAMA, "stack": "llm-foundry"}))
+    assert exc.value.field == "stack" and "llm-foundry" not in exc.value.allowed

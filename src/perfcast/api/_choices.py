@@ -37,6 +37,7 @@ from perfcast.specs import (
     parse_dtype,
     stack_names,
 )
+from perfcast.train import STACKS as FACTOR_STACKS
 
 __all__ = ["ACTIVATION_QUANT", "DEFAULT_STACKS", "KERNEL_MODELS", "Hardware", "KernelChoice",
            "EngineStackChoice", "ModelChoice", "PrecisionChoice", "ServingPrecision", "StackChoice",
@@ -115,7 +116,12 @@ class StackChoice(Group):
                               "(serving: trtllm, step: hf-transformers, train: megatron-core).")
 
     def spec(self, command: str) -> Stack:
-        return get_stack(self.stack if self.stack is not None else default_stack(command))
+        stack = get_stack(self.stack if self.stack is not None else default_stack(command))
+        if command != "train" and FACTOR_STACKS.get(stack.name) is not None:
+            raise InputError("stack", f"{stack.name}'s kernel-time factors are fitted on its "
+                             "training runs and apply to `perfcast train` only",
+                             [n for n in stack_names() if FACTOR_STACKS.get(n) is None])
+        return stack
 
 
 class EngineStackChoice(StackChoice):

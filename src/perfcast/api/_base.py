@@ -165,6 +165,12 @@ class Request(BaseModel):
         except ValidationError as exc:
             raise _input_error(cls, exc) from None
 
+    def first_given(self, *options: str) -> str | None:
+        """The first of `options` this request sets to other than its default (an option a
+        question does not read is refused by name, never ignored)."""
+        given, defaults = self.options(), self.option_defaults()
+        return next((o for o in options if given[o] != defaults[o]), None)
+
     def options(self) -> dict[str, Any]:
         """The flat options this request was (or could have been) made from."""
         out = {}

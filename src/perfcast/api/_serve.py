@@ -344,12 +344,6 @@ class ResolvedServe:
     slos: tuple[float | None, float | None]
 
 
-def _given(request: ServeRequest, *options: str) -> str | None:
-    """The first of `options` the request sets to other than its default."""
-    given, defaults = request.options(), ServeRequest.option_defaults()
-    return next((o for o in options if given[o] != defaults[o]), None)
-
-
 def _check_modes(request: ServeRequest) -> None:
     """Options of a mode the request is not in are refused, not ignored: co-location with
     disaggregation or the output files, pools sized by --tp/--replicas, speculation's
@@ -358,18 +352,18 @@ def _check_modes(request: ServeRequest) -> None:
     if colocated and disagg:
         raise InputError("colocate", "--colocate and --disagg-prefill/--disagg-decode: give "
                          "one (co-located models or disaggregated pools)", "one of them")
-    option = _given(request, "out", "trace_out") if colocated else None
+    option = request.first_given("out", "trace_out") if colocated else None
     if option is not None:
         raise InputError(option, "is not written for co-located runs (--colocate); the "
                          "payload holds each model's summary", f"omit {_dash(option)}")
-    if not colocated and _given(request, "colocate_sharing"):
+    if not colocated and request.first_given("colocate_sharing"):
         raise InputError("colocate_sharing", "applies only with --colocate",
                          "--colocate MODEL, or omit --colocate-sharing")
-    option = _given(request, "tp", "replicas") if disagg else None
+    option = request.first_given("tp", "replicas") if disagg else None
     if option is not None:
         raise InputError(option, f"{_dash(option)} and --disagg-prefill/--disagg-decode: each "
                          "pool gives its own REPLICASxTP", f"omit {_dash(option)}")
-    option = _given(request, "spec_acceptance", "spec_draft_gpu")
+    option = request.first_given("spec_acceptance", "spec_draft_gpu")
     if option is not None and request.speculative.spec_k == 0:
         raise InputError(option, "applies only with speculative decoding (--spec-k >= 1)",
                          f"--spec-k N, or omit {_dash(option)}")

@@ -259,8 +259,7 @@ def _resolve_cnn(request: StepRequest) -> ResolvedCNNStep:
         raise InputError("mode", f"`perfcast step` runs {name}'s inference forward only, "
                          f"not {w.mode!r}", f"forward; train it with `perfcast train "
                          f"--model {name}`")
-    given, defaults = request.options(), StepRequest.option_defaults()
-    option = next((o for o in _TRANSFORMER_ONLY if given[o] != defaults[o]), None)
+    option = request.first_given(*_TRANSFORMER_ONLY)
     if option is not None:
         raise InputError(option, f"{name} is a CNN: its forward takes images, on one GPU",
                          f"omit --{option.replace('_', '-')} for a CNN")

@@ -377,7 +377,7 @@ def _resolve_cnn(request: TrainRequest, machines: Cluster, gpus: int,
                  time_model: ExecutionTimeModel, info: dict[str, Any]) -> ResolvedCNNTrain:
     """A ResNet trains data-parallel only: options only transformers take are refused."""
     model, defaults = request.model.name, TrainRequest.option_defaults()
-    option = _first_given(request, _DDP_ONLY)
+    option = request.first_given(*_DDP_ONLY)
     if option is not None:
         raise InputError(option, f"{model} trains data-parallel only (PyTorch DDP)",
                          f"{defaults[option]!r} (the default) for a CNN")
@@ -390,23 +390,17 @@ def _resolve_cnn(request: TrainRequest, machines: Cluster, gpus: int,
     return ResolvedCNNTrain(request, model, machines, gpus, dtype, time_model, inputs)
 
 
-def _first_given(request: TrainRequest, options: tuple[str, ...]) -> str | None:
-    """The first of `options` the request sets to other than its default."""
-    given, defaults = request.options(), TrainRequest.option_defaults()
-    return next((o for o in options if given[o] != defaults[o]), None)
-
-
 def _check_unused(request: TrainRequest, cnn: bool) -> None:
     """An option the asked question does not read is refused, never silently ignored:
     `--top` without `--sweep`, RLHF's options without `--rlhf`, a plan with `--sweep`
     (which searches every plan) and LoRA with `--rlhf` (full fine-tuning of the actor)."""
     switches = {"sweep": request.search.sweep, "rlhf": request.rlhf_step.rlhf}
     for switch, options in _ONLY_WITH:
-        option = _first_given(request, options)
+        option = request.first_given(*options)
         if option is not None and not switches[switch]:
             raise InputError(option, f"only applies with --{switch}",
                              f"--{switch}, or omit --{option.replace('_', '-')}")
-    option = _first_given(request, _SWEPT) if switches["sweep"] and not cnn else None
+    option = request.first_given(*_SWEPT) if switches["sweep"] and not cnn else None
     if option is not None:
         raise InputError(option, "--sweep searches every plan; this option would be ignored",
                          f"--sweep without --{option.replace('_', '-')}, or a plan without "

@@ -65,11 +65,16 @@ class StackTimeModel:
                                for o in map(str, ops)])
 
     def kernel_times(self, ops: pd.DataFrame, device: Device) -> np.ndarray:
-        times = np.asarray(self.default.kernel_times(ops, device), dtype=float)
-        if not self.routes:
-            return times
+        """Each row priced once: by its family's route, else by `default`."""
         family = ops["family"].to_numpy(dtype=object)
-        times = times.copy()
+        routed = np.isin(family, list(self.routes))
+        if not routed.any():
+            return np.asarray(self.default.kernel_times(ops, device), dtype=float)
+        times = np.zeros(len(ops))
+        if not routed.all():
+            rest = np.flatnonzero(~routed)
+            times[rest] = self.default.kernel_times(ops.iloc[rest].reset_index(drop=True),
+                                                    device)
         for fam, model in sorted(self.routes.items()):
             mask = family == fam
             if mask.any():

@@ -61,3 +61,37 @@ def test_single_request_forecast_calibrated(benchmark):
     benchmark.pedantic(forecast_inference, args=(model, box),
                        kwargs={"prompt_tokens": 512, "output_tokens": 128,
                                "time_model": time_model}, rounds=5)
+
+
+@pytest.fixture(scope="module")
+def million_model_rows():
+    """10^6 rows of real op tables: one model's step repeated (the same kernels in every
+    layer and configuration, as sweeps and serving grids price them)."""
+    base = step_ops(get_model("llama-2-7b"), Batch(prefill_tokens=(512,), decode_context=(900,)))
+    reps = -(-1_000_000 // len(base))
+    return pd.concat([base] * reps, ignore_index=True).iloc[:1_000_000].copy()
+
+
+@pytest.mark.parametrize("table", ["million_model_rows", "million_ops"])
+def test_price_one_million_ops_learned(benchmark, table, request):
+    """Issue 18: 10^6 rows through the learned model (trees inside their envelope, the
+    physical model outside); prints its ratio to the calibrated (physical) model on the
+    same rows. million_model_rows repeats kernels (priced once each); million_ops has every
+    row distinct (the worst case: 600 trees evaluated per row)."""
+    import time
+
+    from perfcast.kernels import PhysicsModel, learned_time_model, shipped_calibration
+
+    ops = request.getfixturevalue(table)
+    device = get_device("h100-sxm")
+    model = learned_time_model()
+    model.kernel_times(ops.iloc[:1000], device)  # load the trees once
+    times = benchmark.pedantic(model.kernel_times, args=(ops, device), rounds=3)
+    assert len(times) == 1_000_000
+    start = time.perf_counter()
+    PhysicsModel(shipped_calibration()).kernel_times(ops, device)
+    physics_s = time.perf_counter() - start
+    if benchmark.stats is not None:
+        learned_s = benchmark.stats["mean"]
+        print(f"\n10^6 rows ({table}): learned {learned_s:.3f} s, calibrated "
+              f"{physics_s:.3f} s, ratio {learned_s / physics_s:.2f}x")

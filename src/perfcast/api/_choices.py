@@ -22,6 +22,7 @@ from perfcast.kernels import (
     default_time_model,
     shipped_calibration,
 )
+from perfcast.kernels._learned import LearnedTimeModel, learned_time_model, shipped_learned
 from perfcast.kernels._stack import family_provenance, stack_kernel_model
 from perfcast.specs import (
     Cluster,
@@ -44,7 +45,7 @@ __all__ = ["ACTIVATION_QUANT", "DEFAULT_STACKS", "KERNEL_MODELS", "Hardware", "K
            "collective_model", "default_stack", "kernel_model", "machines_for",
            "precision_spec", "serving_collective_model"]
 
-KERNEL_MODELS = ("calibrated", "roofline")
+KERNEL_MODELS = ("calibrated", "learned", "roofline")
 ACTIVATION_QUANT = ("separate", "fused")
 
 
@@ -137,7 +138,9 @@ class KernelChoice(Group):
     """How kernel times are priced: the calibrated model (plus a user calibration) or the
     plain roofline."""
 
-    kernel_model: str = Field("calibrated", description="calibrated or roofline.")
+    kernel_model: str = Field("calibrated", description="calibrated (the physical model "
+                              "fitted per family), learned (gradient-boosted trees over "
+                              "it, issue 18) or roofline.")
     calibration: str | None = Field(None, description="Extra calibration JSON from "
                                     "`perfcast calibrate`.")
 
@@ -158,9 +161,11 @@ class KernelChoice(Group):
 
 def _user_families(model, device: Device | None) -> frozenset[str]:
     """Families a user calibration measured on the device: priced from it, whatever the
-    stack's source (a measurement of the target beats any shipped table)."""
+    stack's source or kernel model (a measurement of the target beats any shipped table)."""
     if device is None:
         return frozenset()
+    if isinstance(model, LearnedTimeModel):
+        model = model.fallback
     own = model.calibration.devices.get(device.name, {})
     return frozenset(key.split("/")[0] for key in own)
 
@@ -178,9 +183,14 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
     model = (PhysicsModel(shipped_calibration().merged_with(_user_calibration(calibration,
                                                                               device)))
              if calibration else default_time_model())
-    info = {"name": "calibrated", "calibration": calibration or "shipped"}
+    info = {"name": name, "calibration": calibration or "shipped"}
+    if name == "learned":
+        model = (LearnedTimeModel(shipped_learned(), model, _user_families(model, device))
+                 if calibration else learned_time_model())
     if device is not None:
         info["tier"] = model.tier(device)
+        if name == "learned":
+            info["learned_envelope"] = model.learned.device_coverage(device)
     return model, info
 
 

@@ -18,6 +18,16 @@ from perfcast.kernels._calibration import (
     measurement_ops,
     shipped_calibration,
 )
+from perfcast.kernels._learned import (
+    LEARNED,
+    LearnedKernels,
+    LearnedTimeModel,
+    add_learned_targets,
+    fit_learned,
+    kernel_features,
+    learned_time_model,
+    shipped_learned,
+)
 from perfcast.kernels._moe import ExpertLoad, expert_load
 from perfcast.kernels._roofline import (
     EfficiencyModel,
@@ -53,4 +63,6 @@ __all__ = [
     "roofline_times", "shipped_calibration", "thread_blocks", "wave_quantization",
     "KERNEL_FAMILIES", "StackTimeModel", "family_provenance", "source_time_model",
     "stack_families", "stack_kernel_model", "NotedTimeModel", "model_notes",
+    "LEARNED", "LearnedKernels", "LearnedTimeModel", "add_learned_targets", "fit_learned",
+    "kernel_features", "learned_time_model", "shipped_learned",
 ]

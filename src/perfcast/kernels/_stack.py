@@ -141,12 +141,16 @@ def family_provenance(stack: Stack, device: Device, roofline: bool = False,
 
 
 def stack_kernel_model(stack: Stack, default: ExecutionTimeModel,
-                     user_families: frozenset[str] = frozenset()) -> ExecutionTimeModel:
-    """`default` with the stack's routed families priced by their kernel source; families a
-    user calibration measured on the device stay with `default` (which holds it)."""
+                       user_families: frozenset[str] = frozenset()) -> ExecutionTimeModel:
+    """`default` with the stack's routed families priced by their kernel source (its learned
+    model over its physical one when `default` is a learned model); families a user
+    calibration measured on the device stay with `default` (which holds it)."""
     if isinstance(default, RooflineModel):
         return default
-    routes = {f: source_time_model(s) for f, s in stack.kernel_sources.items()
+    from perfcast.kernels._learned import LearnedTimeModel, learned_time_model
+
+    pick = learned_time_model if isinstance(default, LearnedTimeModel) else source_time_model
+    routes = {f: pick(s) for f, s in stack.kernel_sources.items()
               if s != DEFAULT_SOURCE and f not in user_families}
     kernels = {f: k for f, k in stack.kernels.items() if f in routes}
     return StackTimeModel(routes, default, kernels) if routes else default

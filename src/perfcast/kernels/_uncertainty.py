@@ -7,6 +7,10 @@ family on a device. A priced op table's kernel seconds get variance
 with s_i = sigma_f x (row i's seconds, all `count` repeats: one kernel repeated errs alike),
 so a family's error grows with N when its kernels err together and with sqrt(N) when not.
 The interval is log-normal around the forecast: t x exp(-+ z sqrt(var) / t).
+Tier `learned` (kernels priced by the learned model, perfcast.kernels._learned): sigma_log is
+each family's split-conformal 90% band of log(measured / forecast) on devices left out of the
+trees' fit, half its width over z(0.95), so a one-kernel interval covers what the held-out
+devices showed; rho is the cross-generation tier's (how much a family errs alike on a device).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from perfcast.ops import COMM_FAMILIES
 
 __all__ = ["UNCERTAINTY_TIERS", "family_uncertainty", "step_interval"]
 
-UNCERTAINTY_TIERS = ("roofline", "cross_generation", "target_measured")
+UNCERTAINTY_TIERS = ("roofline", "cross_generation", "target_measured", "learned")
 # Collectives are not in the kernel validation; their alpha-beta model's error is taken as
 # this spread, fully shared (one link model prices them all).
 COMM_SIGMA_LOG = 0.2
@@ -39,13 +43,26 @@ def _table() -> dict:
 def family_uncertainty(tier: str, family: str) -> tuple[float, float]:
     """(sigma_log, rho) of one family's kernels under a tier."""
     table = _table()
-    if tier not in table:
-        raise InputError("tier", f"no uncertainty for {tier!r}", sorted(table))
-    fams = table[tier]
+    if tier not in table and tier != "learned":
+        raise InputError("tier", f"no uncertainty for {tier!r}", list(UNCERTAINTY_TIERS))
     if family in COMM_FAMILIES:
         return COMM_SIGMA_LOG, 1.0
+    fams = table["cross_generation" if tier == "learned" else tier]
     entry = fams.get(family, fams["default"])
-    return float(entry["sigma_log"]), float(entry["rho"])
+    sigma, rho = float(entry["sigma_log"]), float(entry["rho"])
+    if tier == "learned":
+        sigma = _learned_sigma().get(family, sigma)
+    return sigma, rho
+
+
+@cache
+def _learned_sigma() -> dict[str, float]:
+    """Per family, half the width of the shipped learned model's conformal 90% band of
+    log errors over z(0.95): the log-normal sigma with that band."""
+    from perfcast.kernels._learned import shipped_learned
+
+    z = NormalDist().inv_cdf(0.95)
+    return {f: (hi - lo) / (2 * z) for f, (lo, hi) in shipped_learned().intervals.items()}
 
 
 def step_interval(priced: pd.DataFrame, tier: str, level: float = 0.9,

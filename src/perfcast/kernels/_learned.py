@@ -1,0 +1,460 @@
+"""A learned kernel-efficiency model: gradient-boosted trees over physical features.
+
+    t = t_roofline·waves × exp(clip(f(x), lo_family, hi_family))
+
+f predicts log(measured / roofline-with-waves) from where a kernel sits on its device (FLOPs,
+bytes, arithmetic intensity, thread blocks per SM and waves, roofline compute and memory
+times, L2 fit, the device-normalised regime coordinates of the physical model) and from the
+spec sheet (SMs, clock, L2, bandwidth, peak FLOP/s per watt for the row's dtype, tensor-core
+generation), with the family, dtype, kernel variant and timing method as categories. Gradient
+boosting on log features is what KernelSight-LM/NeuSight-style tools fit; trees also stay flat
+beyond their data, and the correction is clipped to the range seen in training.
+
+The physical model (perfcast.kernels.PhysicsModel) stays the backbone: a row outside the
+learned model's training envelope (a family, dtype or tensor-core generation it never saw, or
+a FLOP/byte count or device bandwidth/peak outside the training range by more than one octave)
+is priced by it, and `LearnedTimeModel.extrapolating` says which rows those are. Trees are
+LightGBM's (the field's standard for tabular regression), stored as LightGBM's plain-text
+model inside JSON with provenance (no pickles). Intervals are split-conformal over devices:
+each family's 5th/95th percentiles of log(measured / forecast) on devices left out of the fit
+(grouped K-fold), so the 90% interval is about held-out GPUs, not held-out rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcast.errors import InputError
+from perfcast.kernels._calibration import (
+    DEFAULT_OP,
+    PhysicsModel,
+    measurement_ops,
+)
+from perfcast.kernels._physics import prepare, variants
+from perfcast.kernels._residual import NeighbourResidual
+from perfcast.kernels._roofline import roofline_times, wave_quantization
+from perfcast.ops import COMM_FAMILIES
+from perfcast.specs import Device, get_device
+
+__all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "LearnedKernels",
+           "LearnedTimeModel", "add_learned_targets", "fit_learned", "kernel_features",
+           "learned_time_model", "shipped_learned"]
+
+LEARNED_SCHEMA_VERSION = 1
+LEARNED = "learned"  # the uncertainty tier of rows the trees price
+# Tensor-core generation per architecture (a number, so trees can split on it).
+# (compute capability; AMD's CDNA matrix cores have no place on this scale: NaN, so their
+# rows stay with the physical model)
+ARCH_GENERATION = {"Pascal": 6.0, "Volta": 7.0, "Turing": 7.5, "Ampere": 8.0,
+                   "Ada Lovelace": 8.9, "Hopper": 9.0, "Blackwell": 10.0,
+                   "Blackwell Ultra": 10.3}
+NUMERIC = ("log_b", "log_m", "log_n", "log_k", "log_flops", "log_bytes", "intensity",
+           "log_t_compute", "log_t_memory", "log_blocks_per_sm", "log_waves", "log_t_quant",
+           "balance", "size", "occupancy", "depth", "log_flops_per_w", "log_bw_tbps",
+           "wave_factor", "sm_count", "log_clock", "log_l2", "l2_fit", "generation")
+CATEGORICAL = ("family", "dtype", "variant", "timing")
+FEATURES = NUMERIC + CATEGORICAL
+# Numeric features a forecast must stay within, per family and dtype (+- ENVELOPE_SLACK in
+# their log units, generation exactly), to be priced by the trees rather than the physical
+# model. log_t_quant keeps an FP8 GEMM handed already-quantised inputs (`:fused_quant`, no
+# quantisation pass) with the physical model, which prices that case: every measured FP8
+# GEMM includes its pass.
+ENVELOPE = ("log_flops", "log_bytes", "log_t_quant", "log_flops_per_w", "log_bw_tbps",
+            "generation")
+ENVELOPE_SLACK = 1.0
+CLIP_QUANTILES = (0.001, 0.999)  # per family, of the training targets
+INTERVAL_QUANTILES = (0.05, 0.95)
+PARAMS = {"objective": "l1", "learning_rate": 0.05, "num_leaves": 63, "min_data_in_leaf": 20,
+          "bagging_fraction": 0.8, "bagging_freq": 1, "feature_fraction": 0.8,
+          "deterministic": True, "force_row_wise": True, "num_threads": 2, "seed": 0,
+          "verbose": -1}
+ROUNDS = 600
+PREDICT_THREADS = 0  # LightGBM's default (all cores); each row's sum is the same either way
+VARIANT_DROPOUT = 0.2  # share of training rows fitted without their variant (see _encode)
+
+
+def _log2(x: np.ndarray) -> np.ndarray:
+    return np.log2(np.maximum(np.asarray(x, dtype=float), 1e-30))
+
+
+def kernel_features(ops: pd.DataFrame, device: Device, timing: np.ndarray) -> pd.DataFrame:
+    """FEATURES per op-table row on `device` (timing: how each kernel is timed/launched)."""
+    prep = prepare(ops, device, timing)
+    flops = ops["flops"].to_numpy(dtype=float)
+    traffic = ops["bytes_read"].to_numpy(dtype=float) + ops["bytes_written"].to_numpy(dtype=float)
+    n = len(ops)
+    out = {f"log_{c}": _log2(np.maximum(ops[c].to_numpy(dtype=float), 1.0))
+           for c in ("b", "m", "n", "k")}
+    out["log_flops"], out["log_bytes"] = _log2(flops + 1.0), _log2(traffic + 1.0)
+    out["intensity"] = out["log_flops"] - out["log_bytes"]
+    out["log_t_compute"] = _log2(prep.t_compute + 1e-12)
+    out["log_t_memory"] = _log2(prep.t_memory + 1e-12)
+    out["log_blocks_per_sm"] = _log2(np.where(np.isfinite(prep.blocks_per_sm),
+                                              prep.blocks_per_sm, 0.0) + 1e-9)
+    out["log_waves"] = _log2(prep.block_waves + 1.0)
+    out["log_t_quant"] = _log2(prep.t_quant + 1e-12)
+    for i, name in enumerate(("balance", "size", "occupancy", "depth")):
+        out[name] = prep.regime[:, i]
+    out["log_flops_per_w"], out["log_bw_tbps"] = prep.log_flops_per_w, prep.log_bw_tbps
+    out["wave_factor"] = wave_quantization(ops, device)
+    out["sm_count"] = np.full(n, float(device.sm_count or np.nan))
+    out["log_clock"] = np.full(n, np.log2(device.boost_clock_hz or np.nan))
+    out["log_l2"] = np.full(n, np.log2(device.l2_bytes or np.nan))
+    out["l2_fit"] = out["log_bytes"] - out["log_l2"]
+    out["generation"] = np.full(n, ARCH_GENERATION.get(device.arch or "", np.nan))
+    out["family"] = ops["family"].to_numpy(dtype=object)
+    out["dtype"] = ops["dtype"].to_numpy(dtype=object)
+    out["variant"] = prep.variant
+    out["timing"] = np.asarray(timing, dtype=object)
+    return pd.DataFrame(out, index=ops.index)[list(FEATURES)]
+
+
+def _store_features(rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """(features, roofline-with-waves seconds) of measurement-store rows, in rows' order."""
+    feats, roof = [], []
+    for name, part in rows.groupby("device", sort=True):
+        device, ops = get_device(name), measurement_ops(part).set_axis(part.index)
+        feats.append(kernel_features(ops, device, part["timing"].to_numpy(dtype=object)))
+        roof.append(pd.Series(roofline_times(ops, device, waves=True), index=part.index))
+    return pd.concat(feats).loc[rows.index], pd.concat(roof).loc[rows.index].to_numpy()
+
+
+@dataclass(frozen=True)
+class LearnedKernels:
+    """A fitted learned kernel model: the trees (LightGBM text), category codes, per-family
+    clip bounds, training envelope and conformal interval quantiles, per-device target
+    residuals (the target-measured tier), and provenance."""
+
+    booster_text: str
+    categories: dict[str, list[str]]
+    clip: dict[str, list[float]]  # family -> [lo, hi] of log(measured / roofline·waves)
+    envelope: dict[str, dict]  # family -> dtype -> {"<ENVELOPE feature>": [lo, hi]}
+    intervals: dict[str, list[float]] = field(default_factory=dict)  # family -> [q05, q95]
+    devices: dict[str, dict] = field(default_factory=dict)  # device -> NeighbourResidual dict
+    provenance: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data = {"schema_version": LEARNED_SCHEMA_VERSION, "provenance": self.provenance,
+                "categories": self.categories, "clip": self.clip, "envelope": self.envelope,
+                "intervals": self.intervals, "devices": self.devices,
+                "booster": self.booster_text}
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> LearnedKernels:
+        data = json.loads(text)
+        if data.get("schema_version") != LEARNED_SCHEMA_VERSION:
+            raise InputError("learned_kernels.schema_version",
+                             f"got {data.get('schema_version')!r}", str(LEARNED_SCHEMA_VERSION))
+        return cls(data["booster"], data["categories"], data["clip"], data["envelope"],
+                   data.get("intervals", {}), data.get("devices", {}), data["provenance"])
+
+    def booster(self):
+        return _booster(self.booster_text)
+
+    def inside(self, feats: pd.DataFrame) -> np.ndarray:
+        """Rows within the training envelope of their family and dtype (module docstring)."""
+        fams = feats["family"].to_numpy(dtype=object)
+        dtypes = feats["dtype"].to_numpy(dtype=object)
+        ok = np.zeros(len(feats), dtype=bool)
+        codes, pairs = pd.factorize(pd.Series(fams.astype(str)) + "|" + dtypes.astype(str))
+        for code, pair in enumerate(pairs):
+            family, dtype = pair.split("|", 1)
+            env = self.envelope.get(family, {}).get(dtype)
+            if env is None:
+                continue
+            sel = codes == code
+            good = np.ones(int(sel.sum()), dtype=bool)
+            for name in ENVELOPE:
+                lo, hi = env[name]
+                slack = 0.0 if name == "generation" else ENVELOPE_SLACK
+                x = feats[name].to_numpy(dtype=float)[sel]
+                good &= (x >= lo - slack) & (x <= hi + slack)
+            ok[sel] = good
+        return ok
+
+    def device_coverage(self, device: Device) -> dict[str, str]:
+        """Per family, whether `device`'s spec sheet lies inside the trees' training envelope
+        ("learned") or which feature puts it outside ("physical model: ..."), before any
+        shape is known (shapes outside the envelope also fall back, row by row)."""
+        gen = ARCH_GENERATION.get(device.arch or "", np.nan)
+        bw = float(np.log(device.hbm_bandwidth_bps / 1e12)) if device.hbm_bandwidth_bps else np.nan
+        out = {}
+        for family, by_dtype in sorted(self.envelope.items()):
+            lo = min(e["generation"][0] for e in by_dtype.values())
+            hi = max(e["generation"][1] for e in by_dtype.values())
+            blo = min(e["log_bw_tbps"][0] for e in by_dtype.values())
+            bhi = max(e["log_bw_tbps"][1] for e in by_dtype.values())
+            if device.kind == "cpu":
+                out[family] = "physical model: a CPU"
+            elif not lo <= gen <= hi:
+                out[family] = (f"physical model: {device.arch} generation outside the "
+                               f"trained {lo:g}-{hi:g}")
+            elif not blo - ENVELOPE_SLACK <= bw <= bhi + ENVELOPE_SLACK:
+                out[family] = "physical model: memory bandwidth outside the trained range"
+            else:
+                out[family] = "learned"
+        return out
+
+    def log_correction(self, feats: pd.DataFrame) -> np.ndarray:
+        """Clipped log(seconds / roofline·waves) per row."""
+        if not len(feats):
+            return np.zeros(0)
+        raw = self.booster().predict(_encode(feats, self.categories),
+                                     num_threads=PREDICT_THREADS)
+        fams = feats["family"].to_numpy(dtype=object)
+        lo = np.array([self.clip.get(str(f), [-np.inf, np.inf])[0] for f in fams])
+        hi = np.array([self.clip.get(str(f), [-np.inf, np.inf])[1] for f in fams])
+        return np.clip(raw, lo, hi)
+
+
+@cache
+def _booster(text: str):
+    import lightgbm as lgb
+
+    return lgb.Booster(model_str=text)
+
+
+def _encode(feats: pd.DataFrame, categories: dict[str, list[str]],
+            dropout: np.ndarray | None = None) -> np.ndarray:
+    """Float matrix: numeric features as they are, categories as codes in the stored order
+    (NaN where unseen: a never-measured kernel variant is priced as its family's kernels in
+    general, which `dropout` rows teach the trees at fit time)."""
+    cols = [feats[c].to_numpy(dtype=float) for c in NUMERIC]
+    for c in CATEGORICAL:
+        codes = pd.Categorical(feats[c].astype(str).to_numpy(), categories=categories[c]).codes
+        col = np.where(codes < 0, np.nan, codes.astype(float))
+        if c == "variant" and dropout is not None:
+            col = np.where(dropout, np.nan, col)
+        cols.append(col)
+    return np.column_stack(cols) if cols else np.zeros((0, len(FEATURES)))
+
+
+def _train(feats: pd.DataFrame, y: np.ndarray, categories: dict[str, list[str]],
+           rounds: int, seed: int) -> str:
+    import lightgbm as lgb
+
+    drop = np.random.default_rng(seed).random(len(feats)) < VARIANT_DROPOUT
+    data = lgb.Dataset(_encode(feats, categories, drop), y, feature_name=list(FEATURES),
+                       categorical_feature=list(CATEGORICAL), free_raw_data=True)
+    booster = lgb.train({**PARAMS, "seed": seed}, data, num_boost_round=rounds)
+    return booster.model_to_string()
+
+
+def _envelope(feats: pd.DataFrame) -> dict[str, dict]:
+    """family -> dtype -> ENVELOPE feature -> [min, max] over the training rows."""
+    out: dict[str, dict] = {}
+    for (family, dtype), part in feats.groupby(["family", "dtype"], sort=True):
+        x = {name: part[name].to_numpy(dtype=float) for name in ENVELOPE}
+        x = {name: v[np.isfinite(v)] for name, v in x.items()}
+        if all(len(v) for v in x.values()):  # a feature never finite: no envelope
+            out.setdefault(str(family), {})[str(dtype)] = {
+                name: [round(float(v.min()), 6), round(float(v.max()), 6)]
+                for name, v in x.items()}
+    return out
+
+
+def _clip(feats: pd.DataFrame, y: np.ndarray) -> dict[str, list[float]]:
+    fams = feats["family"].to_numpy(dtype=object)
+    return {str(f): [round(float(q), 6) for q in np.quantile(y[fams == f], CLIP_QUANTILES)]
+            for f in sorted(set(fams))}
+
+
+def fit_learned(rows: pd.DataFrame, *, rounds: int = ROUNDS, seed: int = 0,
+                interval_folds: int = 4, provenance: dict | None = None) -> LearnedKernels:
+    """Fit on measurement-store rows (kernel families; collectives are skipped). Intervals:
+    `interval_folds` groups of devices each left out of a refit in turn (0: none)."""
+    rows = rows[~rows["family"].isin(COMM_FAMILIES)]
+    rows = rows.sort_values(["device", "family"], kind="stable")
+    feats, roof = _store_features(rows)
+    y = np.log(rows["latency_s"].to_numpy(dtype=float) / roof)
+    categories = {c: sorted(set(feats[c].astype(str))) for c in CATEGORICAL}
+    text = _train(feats, y, categories, rounds, seed)
+    devices = sorted(rows["device"].unique())
+    prov = {**(provenance or {}), "rows": int(len(rows)), "devices": devices,
+            "rounds": rounds, "params": PARAMS, "features": list(FEATURES)}
+    model = LearnedKernels(text, categories, _clip(feats, y), _envelope(feats), {}, {}, prov)
+    if interval_folds and len(devices) > 1:
+        oof = _grouped_residuals(feats, y, rows["device"].to_numpy(dtype=object), categories,
+                                 model, rounds, seed, interval_folds)
+        fams = feats["family"].to_numpy(dtype=object)
+        ok = np.isfinite(oof)
+        intervals = {str(f): [round(float(q), 6) for q in
+                              np.quantile(oof[ok & (fams == f)], INTERVAL_QUANTILES)]
+                     for f in sorted(set(fams[ok]))}
+        model = LearnedKernels(text, categories, model.clip, model.envelope, intervals, {},
+                               {**prov, "interval_folds": interval_folds})
+    return model
+
+
+def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, device: np.ndarray,
+                       categories: dict, model: LearnedKernels, rounds: int, seed: int,
+                       folds: int) -> np.ndarray:
+    """log(measured / forecast) of each row from a refit that never saw its device (devices
+    dealt round-robin into `folds` groups); NaN where the refit's envelope excludes it."""
+    names = sorted(set(device))
+    group = {d: i % min(folds, len(names)) for i, d in enumerate(names)}
+    fold = np.array([group[d] for d in device])
+    out = np.full(len(y), np.nan)
+    for k in sorted(set(fold)):
+        held = fold == k
+        text = _train(feats[~held], y[~held], categories, rounds, seed)
+        part = LearnedKernels(text, categories, _clip(feats[~held], y[~held]),
+                              _envelope(feats[~held]))
+        inside = part.inside(feats[held])
+        pred = part.log_correction(feats[held])
+        out[np.flatnonzero(held)[inside]] = (y[held] - pred)[inside]
+    return out
+
+
+def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame) -> LearnedKernels:
+    """`model` plus per-device residuals on a sample of each target device's own rows
+    (store schema): log(measured / learned forecast) interpolated between nearby shapes of
+    the same kernel variant (kernels._residual.NeighbourResidual), the target-measured tier."""
+    rows = rows[~rows["family"].isin(COMM_FAMILIES)]
+    devices = dict(model.devices)
+    for name, part in rows.groupby("device", sort=True):
+        device, ops = get_device(name), measurement_ops(part)
+        feats = kernel_features(ops, device, part["timing"].to_numpy(dtype=object))
+        pred = roofline_times(ops, device, waves=True) * np.exp(model.log_correction(feats))
+        resid = np.log(part["latency_s"].to_numpy(dtype=float) / pred)
+        devices[str(name)] = NeighbourResidual.fit(ops, variants(ops), resid).to_dict()
+    return LearnedKernels(model.booster_text, model.categories, model.clip, model.envelope,
+                          model.intervals, devices, model.provenance)
+
+
+class LearnedTimeModel:
+    """ExecutionTimeModel: the learned model inside its envelope, `fallback` (the physical
+    model) outside it, for collectives and CPUs, and for `measured_families`: families a
+    user calibration measured on the device, which its corrections in `fallback` price."""
+
+    def __init__(self, learned: LearnedKernels, fallback: PhysicsModel,
+                 measured_families: frozenset[str] = frozenset()):
+        self.learned = learned
+        self.fallback = fallback
+        self.measured_families = frozenset(measured_families)
+
+    def _split(self, ops: pd.DataFrame, device: Device, timing: np.ndarray
+               ) -> tuple[np.ndarray, pd.DataFrame]:
+        kernel = (~ops["family"].isin(COMM_FAMILIES | self.measured_families).to_numpy()
+                  & (device.kind != "cpu"))
+        if not kernel.any():
+            return kernel, ops.iloc[:0]
+        canon = _canonical_ops(ops[kernel], self.learned.categories["variant"])
+        feats = kernel_features(canon, device, np.asarray(timing, dtype=object)[kernel])
+        inside = np.zeros(len(ops), dtype=bool)
+        inside[kernel] = self.learned.inside(feats)
+        return inside, feats[self.learned.inside(feats)]
+
+    def extrapolating(self, ops: pd.DataFrame, device: Device,
+                      timing: np.ndarray | None = None) -> np.ndarray:
+        """Kernel rows outside the learned model's envelope (priced by the fallback)."""
+        timing = _timing(ops, timing)
+        inside, _ = self._split(ops, device, timing)
+        kernel = ~ops["family"].isin(COMM_FAMILIES).to_numpy()
+        return kernel & ~inside
+
+    def kernel_times(self, ops: pd.DataFrame, device: Device,
+                     timing: np.ndarray | None = None) -> np.ndarray:
+        """Seconds per row: the trees' inside the envelope, the fallback's elsewhere (the
+        fallback prices only those rows). Identical rows (one kernel in many layers or
+        configurations) are priced once."""
+        timing = _timing(ops, timing)
+        first, codes = _distinct_rows(ops, timing)
+        if len(first) < len(ops):
+            return self._times(ops.iloc[first], device, timing[first])[codes]
+        return self._times(ops, device, timing)
+
+    def _times(self, ops: pd.DataFrame, device: Device, timing: np.ndarray) -> np.ndarray:
+        inside, feats = self._split(ops, device, timing)
+        if not inside.any():
+            return np.asarray(self.fallback.kernel_times(ops, device, timing), dtype=float)
+        out = np.zeros(len(ops))
+        if not inside.all():
+            rest = np.flatnonzero(~inside)
+            out[rest] = self.fallback.kernel_times(ops.iloc[rest], device,
+                                                   np.asarray(timing, dtype=object)[rest])
+        sub = ops[inside]
+        corr = self.learned.log_correction(feats)
+        own = self.learned.devices.get(device.name)
+        if own:
+            corr = corr + NeighbourResidual.from_dict(own).correction(
+                sub, variants(_canonical_ops(sub, self.learned.categories["variant"])))
+        out[inside] = roofline_times(sub, device, waves=True) * np.exp(corr)
+        return out
+
+    def tier(self, device: Device) -> str:
+        """"learned": intervals from the trees' device-held-out residuals (kernels._uncertainty),
+        where the trees price some family on `device`; a device outside their envelope, or
+        with its own target residuals, keeps the fallback's tier."""
+        learned = "learned" in self.learned.device_coverage(device).values()
+        if not learned or device.name in self.learned.devices:
+            return self.fallback.tier(device)
+        return LEARNED
+
+    def notes(self, ops: pd.DataFrame) -> list[str]:
+        return self.fallback.notes(ops)
+
+
+def _timing(ops: pd.DataFrame, timing: np.ndarray | None) -> np.ndarray:
+    return (np.full(len(ops), "cuda_graph", dtype=object) if timing is None
+            else np.asarray(timing, dtype=object))
+
+
+_PRICED_COLUMNS = ["op", "family", "b", "m", "n", "k", "flops", "bytes_read", "bytes_written",
+                   "dtype"]
+
+
+def _distinct_rows(ops: pd.DataFrame, timing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each distinct priced row's first occurrence, each row's distinct-row code):
+    rows equal in every column a kernel's price depends on, and in timing."""
+    keys = ops[_PRICED_COLUMNS].assign(timing=timing)
+    codes = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
+    _, first = np.unique(codes, return_index=True)
+    return first, codes
+
+
+def _canonical_ops(ops: pd.DataFrame, known: list[str]) -> pd.DataFrame:
+    """Rows whose kernel variant was never measured renamed to the family's default kernel,
+    keeping any ':' configuration suffix (as PhysicsModel prices them)."""
+    keys = variants(ops)
+    unknown = ~pd.Series(keys).isin(known).to_numpy()
+    if not unknown.any():
+        return ops
+    ops = ops.copy()
+    fams = ops["family"].to_numpy(dtype=object)[unknown]
+    names = ops["op"].to_numpy(dtype=object)[unknown].astype(str)
+    ops.loc[unknown, "op"] = [DEFAULT_OP.get(str(f), str(f)) + (o[o.find(":"):] if ":" in o
+                                                                 else "")
+                              for f, o in zip(fams, names, strict=True)]
+    return ops
+
+
+LEARNED_FILES = {"default": "learned.json", "vllm": "learned_vllm.json",
+                 "sglang": "learned_sglang.json"}
+
+
+@cache
+def shipped_learned(source: str = "default") -> LearnedKernels:
+    """The learned model fitted on a shipped kernel source (scripts/fit_learned.py)."""
+    if source not in LEARNED_FILES:
+        raise InputError("kernel_source", f"no learned model for {source!r}",
+                         list(LEARNED_FILES))
+    path = resources.files("perfcast.kernels") / "data" / LEARNED_FILES[source]
+    return LearnedKernels.from_json(Path(str(path)).read_text())
+
+
+@cache
+def learned_time_model(source: str = "default") -> LearnedTimeModel:
+    """The shipped learned model of a kernel source over its shipped physical model (one
+    instance per source)."""
+    from perfcast.kernels._stack import source_time_model
+
+    return LearnedTimeModel(shipped_learned(source), source_time_model(source))

@@ -1,0 +1,177 @@
+"""The learned kernel model (perfcast.kernels._learned): fit, storage, envelope and fallback."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfcast.errors import InputError
+from perfcast.kernels import (
+    LearnedKernels,
+    LearnedTimeModel,
+    PhysicsModel,
+    fit_calibration,
+    fit_learned,
+    measurement_ops,
+    roofline_times,
+    shipped_calibration,
+    shipped_learned,
+)
+from perfcast.measure import load_store, sample_per_group
+from perfcast.specs import get_device
+
+DEVICES = ("a100-sxm4-80gb", "h100-sxm", "h200-sxm")
+
+
+@pytest.fixture(scope="module")
+def rows() -> pd.DataFrame:
+    store = load_store()
+    keep = (store["source"] == "aiconfigurator") & store["device"].isin(DEVICES) & \
+        store["family"].isin(["gemm", "attn_decode"])
+    return sample_per_group(store[keep.to_numpy()], 150, 0)
+
+
+@pytest.fixture(scope="module")
+def fitted(rows):
+    return fit_learned(rows, rounds=40, interval_folds=3)
+
+
+@pytest.fixture(scope="module")
+def physics(rows):
+    return PhysicsModel(fit_calibration(rows))
+
+
+def _ops(rows: pd.DataFrame, device: str) -> tuple[pd.DataFrame, np.ndarray]:
+    part = rows[rows["device"] == device]
+    return measurement_ops(part), part["timing"].to_numpy(dtype=object)
+
+
+def test_fit_is_deterministic_and_round_trips(rows, fitted, physics):
+    again = fit_learned(rows, rounds=40, interval_folds=3)
+    assert again.to_json() == fitted.to_json()
+    loaded = LearnedKernels.from_json(fitted.to_json())
+    ops, timing = _ops(rows, "h100-sxm")
+    device = get_device("h100-sxm")
+    a = LearnedTimeModel(fitted, physics).kernel_times(ops, device, timing)
+    b = LearnedTimeModel(loaded, physics).kernel_times(ops, device, timing)
+    assert np.array_equal(a, b)
+
+
+def test_intervals_are_per_family_and_ordered(fitted):
+    assert set(fitted.intervals) == {"gemm", "attn_decode"}
+    for lo, hi in fitted.intervals.values():
+        assert lo < 0 < hi
+
+
+def test_inside_the_envelope_the_trees_price(rows, fitted, physics):
+    ops, timing = _ops(rows, "h200-sxm")
+    device = get_device("h200-sxm")
+    model = LearnedTimeModel(fitted, physics)
+    learned = model.kernel_times(ops, device, timing)
+    assert not model.extrapolating(ops, device, timing).any()
+    assert np.all(np.isfinite(learned)) and np.all(learned > 0)
+    assert not np.allclose(learned, physics.kernel_times(ops, device, timing))
+    # the correction stays within the per-family bounds seen in training
+    ratio = np.log(learned / roofline_times(ops, device, waves=True))
+    for family, (lo, hi) in fitted.clip.items():
+        sel = (ops["family"] == family).to_numpy()
+        assert np.all(ratio[sel] >= lo - 1e-9) and np.all(ratio[sel] <= hi + 1e-9)
+
+
+def test_outside_the_envelope_the_physical_model_prices(rows, fitted, physics):
+    """A generation the trees never saw (Blackwell), a family they never saw (norm) and
+    a CPU are priced exactly as the physical model prices them."""
+    ops, timing = _ops(rows, "h100-sxm")
+    for name in ("b200-sxm", "xeon-8480"):
+        try:
+            device = get_device(name)
+        except InputError:
+            continue
+        model = LearnedTimeModel(fitted, physics)
+        assert model.extrapolating(ops, device, timing).all()
+        assert np.array_equal(model.kernel_times(ops, device, timing),
+                              physics.kernel_times(ops, device, timing))
+    norm = ops.assign(family="norm", op="input_layernorm")
+    device = get_device("h100-sxm")
+    assert np.array_equal(LearnedTimeModel(fitted, physics).kernel_times(norm, device, timing),
+                          physics.kernel_times(norm, device, timing))
+    coverage = fitted.device_coverage(get_device("b200-sxm"))
+    assert coverage["gemm"].startswith("physical model")
+    assert fitted.device_coverage(get_device("h100-sxm"))["gemm"] == "learned"
+
+
+def test_measured_families_stay_with_the_fallback(rows, fitted, physics):
+    ops, timing = _ops(rows, "h100-sxm")
+    device = get_device("h100-sxm")
+    model = LearnedTimeModel(fitted, physics, measured_families=frozenset({"gemm"}))
+    gemm = (ops["family"] == "gemm").to_numpy()
+    got, phys = model.kernel_times(ops, device, timing), physics.kernel_times(ops, device, timing)
+    assert np.array_equal(got[gemm], phys[gemm])
+    assert not np.allclose(got[~gemm], phys[~gemm])
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 1 << 16), n=st.integers(1, 1 << 15), k=st.integers(16, 1 << 15))
+def test_gemm_forecasts_are_finite_and_positive(m, n, k):
+    """Any GEMM shape on a shipped device: a finite positive time, never below the
+    roofline by more than the trained clip allows."""
+    model = LearnedTimeModel(shipped_learned(), PhysicsModel(shipped_calibration()))
+    ops = pd.DataFrame([{"layer": "x", "op": "gemm", "family": "gemm", "phase": "p", "b": 1,
+                         "m": float(m), "n": float(n), "k": float(k), "flops": 2.0 * m * n * k,
+                         "bytes_read": 2.0 * (m * k + n * k), "bytes_written": 2.0 * m * n,
+                         "dtype": "bf16", "count": 1}])
+    device = get_device("h100-sxm")
+    t = model.kernel_times(ops, device)
+    assert np.isfinite(t).all() and (t > 0).all()
+    lo = shipped_learned().clip["gemm"][0]
+    assert t[0] >= roofline_times(ops, device, waves=True)[0] * np.exp(lo) * (1 - 1e-9)
+
+
+def test_shipped_models_load_with_provenance():
+    for source in ("default", "vllm", "sglang"):
+        model = shipped_learned(source)
+        assert model.provenance["kernel_source"] == source
+        assert {"gemm", "attn_prefill", "attn_decode"} <= set(model.envelope)
+
+
+def test_old_or_foreign_files_are_refused(fitted):
+    data = json.loads(fitted.to_json())
+    data["schema_version"] = 99
+    with pytest.raises(InputError, match="schema_version"):
+        LearnedKernels.from_json(json.dumps(data))
+    with pytest.raises(InputError, match="kernel_source"):
+        shipped_learned("nope")
+
+
+def test_repeated_rows_are_priced_as_each_alone(rows, fitted, physics):
+    """Pricing a table with repeated kernels (priced once each) equals pricing each row."""
+    ops, timing = _ops(rows, "h100-sxm")
+    device = get_device("h100-sxm")
+    model = LearnedTimeModel(fitted, physics)
+    order = np.random.default_rng(0).integers(0, len(ops), 3 * len(ops))
+    repeated = ops.iloc[order].reset_index(drop=True)
+    once = model.kernel_times(ops, device, timing)
+    assert np.array_equal(model.kernel_times(repeated, device, timing[order]), once[order])
+
+
+def test_kernel_model_learned_through_the_api():
+    """`--kernel-model learned` reaches the forecast: a different, finite price than the
+    calibrated model's, the learned tier, and where the trees apply on the device."""
+    from perfcast.api import InferRequest, StepRequest, run
+
+    opts = {"model": "llama-2-7b", "gpu": "h100-sxm", "prompt_tokens": 512,
+            "output_tokens": 64}
+    cal = run(InferRequest.from_options(**opts))
+    learned = run(InferRequest.from_options(**opts, kernel_model="learned"))
+    info = learned.inputs["kernel_model"]
+    assert info["name"] == "learned" and info["tier"] == "learned"
+    assert info["learned_envelope"]["gemm"] == "learned"
+    assert np.isfinite(learned.forecast.ttft_s) and learned.forecast.ttft_s != cal.forecast.ttft_s
+    step = run(StepRequest.from_options(model="llama-2-7b", gpu="h100-sxm", batch=1,
+                                        seq_len=512, kernel_model="learned"))
+    assert step.inputs["kernel_model"]["name"] == "learned" and step.time_s > 0
+    with pytest.raises(InputError, match="kernel_model"):
+        run(InferRequest.from_options(**opts, kernel_model="neural"))

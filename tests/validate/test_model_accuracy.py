@@ -50,3 +50,23 @@ def test_rows_have_the_validate_kernels_form(rows):
     assert {"split", "device", "group", "method", "mape", "p90_ape", "n"} <= set(rows.columns)
     assert set(rows["split"]) == {"models", "per_op"}
     assert rows["mape"].between(0, 10).all()
+
+
+def _learned(rows):
+    e2e = rows[(rows["split"] == "models") & (rows["group"] == "all")]
+    return e2e[e2e["method"] == "learned"].set_index("device")
+
+
+@pytest.mark.parametrize("device", sorted(THRESHOLDS["learned_max_mape"]))
+def test_learned_model_mape_does_not_regress(rows, device):
+    """Issue 18: whole-model accuracy with --kernel-model learned (and never worse than the
+    calibrated tier by more than the thresholds' headroom)."""
+    mape = _learned(rows).loc[device, "mape"]
+    assert mape <= THRESHOLDS["learned_max_mape"][device], f"{device}: {mape:.3f}"
+    assert mape <= _perfcast(rows).loc[device, "mape"] + 0.02
+
+
+def test_learned_interval_coverage_does_not_regress(rows):
+    p = _learned(rows)
+    pooled = float((p["coverage_90"] * p["n"]).sum() / p["n"].sum())
+    assert pooled >= THRESHOLDS["learned_min_pooled_coverage_90"], pooled

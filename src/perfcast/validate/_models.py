@@ -13,6 +13,9 @@ Methods per configuration:
   <tier>               perfcast: GPU kernel durations through the eager host->GPU queue,
                        named by the kernel tier the device gets (target_measured or
                        cross_generation)
+  learned              the same `perfcast step` with --kernel-model learned (the trees of
+                       perfcast.kernels._learned over the physical model); its interval is
+                       the learned tier's
 
 perfcast and roofline are `perfcast step` itself: each label becomes a `StepRequest` run
 through `perfcast.api`, so this checks the command, not a copy of its composition.
@@ -28,7 +31,13 @@ import pandas as pd
 
 from perfcast.api import StepRequest, StepResult, run
 from perfcast.compose import StepForecast
-from perfcast.kernels import PhysicsModel, RooflineModel, shipped_calibration, step_interval
+from perfcast.kernels import (
+    PhysicsModel,
+    RooflineModel,
+    learned_time_model,
+    shipped_calibration,
+    step_interval,
+)
 from perfcast.ops import COMM_FAMILIES, eager_ops
 from perfcast.progress import ProgressFn, offset
 from perfcast.specs import Precision, get_device, get_model
@@ -115,14 +124,24 @@ def _forecasts(labels: pd.DataFrame, progress: ProgressFn | None = None) -> pd.D
         t, step = result.time_s, result.step
         scale = t / step.time_s if step.time_s else 1.0
         low, high = step_interval(step.ops, tier)
+        learned = forecast_model_label(label, "learned")
+        l_scale = learned.time_s / learned.step.time_s if learned.step.time_s else 1.0
+        l_low, l_high = step_interval(learned.step.ops, _learned_tier(label))
         out.append({**label.to_dict(), "tier": tier, "perfcast_s": t,
                     "low_s": low * scale, "high_s": high * scale,
+                    "learned_s": learned.time_s, "learned_low_s": l_low * l_scale,
+                    "learned_high_s": l_high * l_scale,
                     "roofline_s": forecast_model_label(label, "roofline").time_s,
                     "sum_of_kernels_s": _sum_of_kernels(step, physics, label) * scale,
                     "sum_of_measured_ops_s": _measured_ops(label)})
         if progress is not None:
             progress(done, len(labels))
     return pd.DataFrame(out)
+
+
+def _learned_tier(label) -> str:
+    """The uncertainty tier of a label's learned forecast (kernels.LearnedTimeModel.tier)."""
+    return learned_time_model().tier(get_device(label["device"]))
 
 
 def _score(split: str, device: str, group: str, method: str, measured: np.ndarray,
@@ -147,6 +166,9 @@ def _e2e_rows(f: pd.DataFrame) -> list[dict]:
             covered = (g["low_s"] <= g["e2e_s"]) & (g["e2e_s"] <= g["high_s"])
             rows.append(_score("models", device, group, g["tier"].iloc[0], meas,
                                g["perfcast_s"].to_numpy(float), covered.to_numpy()))
+            covered = (g["learned_low_s"] <= g["e2e_s"]) & (g["e2e_s"] <= g["learned_high_s"])
+            rows.append(_score("models", device, group, "learned", meas,
+                               g["learned_s"].to_numpy(float), covered.to_numpy()))
             for method, col in methods.items():
                 rows.append(_score("models", device, group, method, meas,
                                    g[col].to_numpy(float)))
@@ -176,7 +198,8 @@ def _per_op_rows(labels: pd.DataFrame, progress: ProgressFn | None = None) -> li
         ops = ops[ops["layer"] == "layer"]
         timing = np.full(len(ops), "eager", dtype=object)
         for method, model in (("roofline", RooflineModel()), (cal.tier_for(device.name),
-                                                              physics)):
+                                                              physics),
+                              ("learned", learned_time_model())):
             t = (model.kernel_times(ops, device, timing) if method != "roofline"
                  else model.kernel_times(ops, device))
             fam = ops.assign(t=t).groupby("family")["t"].sum()

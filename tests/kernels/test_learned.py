@@ -175,3 +175,22 @@ def test_kernel_model_learned_through_the_api():
     assert step.inputs["kernel_model"]["name"] == "learned" and step.time_s > 0
     with pytest.raises(InputError, match="kernel_model"):
         run(InferRequest.from_options(**opts, kernel_model="neural"))
+
+
+def test_cli_says_where_the_trees_price_and_refuses_unknown_models():
+    """The table output names the families the physical model prices on a GPU outside the
+    trees' envelope (B200: Blackwell vector kernels were never in the trees' fit); an
+    unknown --kernel-model is refused with exit 2, naming the allowed values."""
+    from typer.testing import CliRunner
+
+    from perfcast.cli import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["infer", "--model", "llama-2-7b", "--gpu", "b200-sxm",
+                              "--kernel-model", "learned"])
+    assert out.exit_code == 0, out.output
+    line = next(x for x in out.output.splitlines() if x.startswith("learned kernel model"))
+    assert "trees for" in line and "gemm" in line and "physical model" in line
+    bad = runner.invoke(app, ["infer", "--model", "llama-2-7b", "--gpu", "h100-sxm",
+                              "--kernel-model", "neural"])
+    assert bad.exit_code == 2 and "learned" in bad.output

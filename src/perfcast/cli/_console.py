@@ -365,5 +365,14 @@ def stack_summary(kernel_info: dict) -> str | None:
     for family, entry in kernel_info.get("families", {}).items():
         by_status.setdefault(entry["status"], []).append(family)
     parts = [f"{status}: {', '.join(fams)}" for status, fams in by_status.items()]
-    return f"stack {kernel_info['stack']} — " + "; ".join(parts) if parts else \
+    line = f"stack {kernel_info['stack']} — " + "; ".join(parts) if parts else \
         f"stack {kernel_info['stack']}"
+    envelope = kernel_info.get("learned_envelope")
+    if envelope:  # --kernel-model learned: where the trees price this GPU, where physics does
+        physics = sorted(f for f, how in envelope.items() if how != "learned")
+        line += ("\nlearned kernel model: trees for "
+                 + (", ".join(sorted(f for f, h in envelope.items() if h == "learned"))
+                    or "no family")
+                 + ("; physical model (outside the trees' training envelope) for "
+                    + ", ".join(physics) if physics else ""))
+    return line

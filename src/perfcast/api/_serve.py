@@ -33,6 +33,7 @@ from perfcast.api._units import (
 )
 from perfcast.errors import InputError, check_output_file, writing
 from perfcast.kernels import family_provenance
+from perfcast.kernels._learned import learned_time_model
 from perfcast.serve import (
     ServeConfig,
     Workload,
@@ -41,7 +42,7 @@ from perfcast.serve import (
     simulate_colocated,
     simulate_disaggregated,
 )
-from perfcast.serve._config import DEFAULT_EXPERT_SKEW
+from perfcast.serve._config import DEFAULT_EXPERT_SKEW, SERVE_KERNEL_MODELS
 from perfcast.specs import get_stack
 
 __all__ = ["Colocation", "Disaggregation", "ResolvedServe", "ServeDeployment", "ServeEngine",
@@ -96,6 +97,21 @@ class ServeEngine(Group):
     allreduce: str = Field("custom", description="TP all-reduce: custom or nccl.")
     host_overlap: bool = Field(False, description="CPU scheduling overlaps the GPU step.")
     prefix_cache: bool = Field(False, description="Automatic prefix caching.")
+    kernel_model: str = Field("calibrated", description="calibrated (the physical model "
+                              "fitted per family) or learned (gradient-boosted trees inside "
+                              "their envelope over it, issue 18).")
+
+    @field_validator("kernel_model")
+    @classmethod
+    def _serving_kernel_model(cls, value: str) -> str:
+        """Serving prices with a measured-kernel model; the roofline is `infer`'s only."""
+        if value not in SERVE_KERNEL_MODELS:
+            problem = ("the roofline is not modelled for serving (its step grids, draft "
+                       "models and pools are priced from measured kernels); `perfcast infer "
+                       "--kernel-model roofline` has it" if value == "roofline"
+                       else f"unknown model {value!r}")
+            raise InputError("kernel_model", problem, SERVE_KERNEL_MODELS)
+        return value
 
 
 class ServeWorkload(Group):
@@ -385,6 +401,7 @@ def resolve_serve(request: ServeRequest) -> ResolvedServe:
         max_batch_tokens=e.max_batch_tokens, chunk_size=e.chunk_size, block_size=e.block_size,
         preemption=e.preemption, gpu_memory_utilization=e.gpu_memory_utilization,
         host_overlap=e.host_overlap, allreduce=e.allreduce, prefix_caching=e.prefix_cache,
+        kernel_model=e.kernel_model,
         spec_k=s.spec_k, spec_draft_model=s.spec_draft_model, spec_draft_gpu=s.spec_draft_gpu,
         spec_acceptance=s.rates(), ep=d.ep, attention_dp=d.attention_dp,
         expert_skew=d.expert_skew, precision=request.precision.spec())
@@ -500,13 +517,17 @@ def execute_serve(r: ResolvedServe) -> ServeResult:
 
 
 def stack_inputs(r: ResolvedServe) -> dict[str, Any]:
-    """The stack the deployment runs, its launch mode and host profile, and where each kernel
-    family's times come from on the deployment's GPU."""
+    """The stack the deployment runs, its launch mode and host profile, the kernel model that
+    priced it, and where each kernel family's times come from on the deployment's GPU (with
+    `learned`, which families the GPU's spec sheet puts inside the trees' envelope)."""
     stack, config = get_stack(r.config.stack), r.config
+    device = config.cluster_spec.device
+    kernels = {"name": config.kernel_model, "stack": stack.name,
+               "families": family_provenance(stack, device)}
+    if config.kernel_model == "learned":
+        kernels["learned_envelope"] = learned_time_model().learned.device_coverage(device)
     return {"stack": stack.card(), "execution": config.execution, "host": config.host,
-            "kernel_model": {"name": "calibrated", "stack": stack.name,
-                             "families": family_provenance(stack,
-                                                           config.cluster_spec.device)}}
+            "kernel_model": kernels}
 
 
 register(ServeRequest, resolve_serve, execute_serve)

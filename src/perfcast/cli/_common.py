@@ -30,9 +30,8 @@ __all__ = ["OUTPUT_SWITCHES", "CalibrationOption", "FormatOption", "HostOption",
 
 # Options several forecasting commands share, declared once.
 KernelModelOption = Annotated[str, typer.Option(
-    "--kernel-model", help="calibrated (the physical model fitted on measurements), "
-    "learned (gradient-boosted trees inside their training envelope, the physical model "
-    "outside it) or roofline.")]
+    "--kernel-model", help="calibrated (fitted physical model), learned (trees over it) "
+    "or roofline.")]
 CalibrationOption = Annotated[str | None, typer.Option(
     help="Extra calibration JSON from `perfcast calibrate`.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (= --format json).")]

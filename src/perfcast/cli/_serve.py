@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
@@ -13,6 +14,7 @@ from perfcast.cli._common import (
     FormatOption,
     HostSpeedOption,
     JsonOption,
+    KernelModelOption,
     StackOption,
     answer,
     guarded,
@@ -28,6 +30,18 @@ MOE, INTERNALS, ARRIVALS, CHATS = (Advanced.MOE_PRECISION, Advanced.ENGINE_INTER
 SPEC, DISAGG, COLOCATE = Advanced.SPECULATIVE, Advanced.DISAGGREGATION, Advanced.COLOCATION
 Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
+
+
+def _serving_kernels(option):
+    """The shared `--kernel-model` with serving's choices (the roofline is refused), on one
+    line: serve's `--help` is at its 60-line budget."""
+    kind, info, *_ = get_args(option)
+    info = copy.copy(info)
+    info.help, info.show_default = "calibrated (default) or learned kernels.", False
+    return Annotated[kind, info]
+
+
+KernelModel = in_panel(_serving_kernels(KernelModelOption), ENGINE)
 
 
 @guarded
@@ -79,6 +93,7 @@ def serve(
     json_out: Json = False,
     format_out: Format = None,
     stack: in_panel(StackOption, ENGINE) = None,
+    kernel_model: KernelModel = "calibrated",
     host_speed: in_panel(HostSpeedOption, INTERNALS) = 1.0,
     weight_dtype: Annotated[str | None, typer.Option(
         help="Weights, e.g. int4.", rich_help_panel=MOE)] = None,

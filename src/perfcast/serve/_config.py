@@ -21,9 +21,12 @@ from perfcast.specs import (
     get_stack,
 )
 
-__all__ = ["DEFAULT_EXPERT_SKEW", "ROUTERS", "SCHEDULERS", "ServeConfig"]
+__all__ = ["DEFAULT_EXPERT_SKEW", "ROUTERS", "SCHEDULERS", "SERVE_KERNEL_MODELS", "ServeConfig"]
 
 SCHEDULERS = ("vllm-v0", "vllm-v1", "sarathi", "orca", "static")
+# Kernel models serving prices with: the roofline is left out (`perfcast infer` has it), as
+# serving's step grids, draft models and pools were validated against measured kernels only.
+SERVE_KERNEL_MODELS = ("calibrated", "learned")
 ROUTERS = ("round-robin", "least-outstanding", "least-kv")
 # vLLM's defaults: v0 without chunking needs a prompt-sized budget; v1 (online) 8192 tokens;
 # Sarathi-Serve's budget is its chunk size (512 in the paper's and Vidur's runs).
@@ -63,6 +66,10 @@ class ServeConfig(BaseModel):
     stack: str | None = Field(default=None, description="software stack whose kernel tables "
                               "price the steps (perfcast.specs.get_stack); None: the shipped "
                               "calibration alone")
+    kernel_model: Literal["calibrated", "learned"] = Field(
+        default="calibrated", description="kernel times: the calibrated physical model, or "
+        "the learned trees inside their envelope over it (issue 18); every step model of the "
+        "deployment (draft, pools, co-located models) prices with it")
     host_overlap: bool = Field(default=False, description="the engine prepares the next step "
                                "on the CPU while the GPU runs this one (step = max, not sum; "
                                "first tokens reach the client when the next step ends)")

@@ -15,6 +15,7 @@ from perfcast.comm import CustomAllReduce, RingAlphaBeta
 from perfcast.compose import ServingStepModel
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, default_time_model, stack_kernel_model
+from perfcast.kernels._learned import learned_time_model
 from perfcast.progress import current as current_progress
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._cost import StepCost
@@ -36,12 +37,13 @@ REPORT_EVERY = 1000  # completed requests between two progress reports
 def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = None,
                    cluster: Cluster | None = None) -> ServingStepModel:
     """The step-time model of one replica (reuse it across simulations of one deployment);
-    kernels priced by `time_model`, the shipped calibration by default, on `cluster` (the
-    config's by default; co-location passes a partitioned one)."""
+    kernels priced by `time_model`, by default the config's `kernel_model` (the shipped
+    calibration, or the learned model over it), on `cluster` (the config's by default;
+    co-location passes a partitioned one)."""
     budget = config.token_budget if config.scheduler != "orca" else \
         config.max_batch_tokens or config.max_batch * config.context_limit
     budget = max(budget, config.max_batch * (1 + config.spec_k))  # verification tokens
-    time_model = time_model or default_time_model()
+    time_model = time_model or kernel_time_model(config)
     if config.stack is not None:
         time_model = stack_kernel_model(get_stack(config.stack), time_model)
     return ServingStepModel(config.model_spec, cluster or config.cluster_spec, config.precision,
@@ -52,6 +54,12 @@ def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = 
                             else RingAlphaBeta(),
                             max_tokens=min(max(budget, 16), 1 << 22),
                             max_seqs=config.max_batch, max_context=config.context_limit)
+
+
+def kernel_time_model(config: ServeConfig) -> ExecutionTimeModel:
+    """The shipped kernel model `config.kernel_model` names (one instance each, so step
+    models of one deployment share it)."""
+    return learned_time_model() if config.kernel_model == "learned" else default_time_model()
 
 
 def _draft_model(config: ServeConfig) -> ServingStepModel | None:

@@ -75,7 +75,7 @@ def cached_step_model(config: ServeConfig, time_model: ExecutionTimeModel | None
     `KEPT_STEP_MODELS`): its grids are the cost of a replay."""
     key = (config.model, config.gpu, config.tp, config.pp, config.ep, config.attention_dp,
            config.precision, config.max_context, config.max_batch, config.stack,
-           id(time_model))
+           config.kernel_model, id(time_model))
     return kept_step_model(_STEP_MODELS, key, time_model,
                            lambda: step_model_for(config, time_model))
 

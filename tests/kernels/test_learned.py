@@ -31,7 +31,7 @@ def rows() -> pd.DataFrame:
     store = load_store()
     keep = (store["source"] == "aiconfigurator") & store["device"].isin(DEVICES) & \
         store["family"].isin(["gemm", "attn_decode"])
-    return sample_per_group(store[keep.to_numpy()], 150, 0)
+    return sample_per_group(store[keep.to_numpy()], 100, 0)
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,14 @@
 import os
 
-import pytest
-from hypothesis import settings
+# LightGBM's OpenMP threads (the learned kernel model's fits) spin while waiting; on a shared
+# two-core runner with pytest's other work that stalls a fit by orders of magnitude. Passive
+# waiting changes no result. Set before anything loads OpenMP.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from perfcast.specs import cluster_for, get_device, get_model
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from perfcast.specs import cluster_for, get_device, get_model  # noqa: E402
 
 # CI replays the same examples every run (a red build means a change broke something);
 # PERFCAST_HYPOTHESIS=explore draws fresh examples to hunt for new counterexamples.

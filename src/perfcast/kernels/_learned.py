@@ -76,7 +76,10 @@ PARAMS = {"objective": "l1", "learning_rate": 0.05, "num_leaves": 63, "min_data_
           "deterministic": True, "force_row_wise": True, "num_threads": 2, "seed": 0,
           "verbose": -1}
 ROUNDS = 600
-PREDICT_THREADS = 0  # LightGBM's default (all cores); each row's sum is the same either way
+# LightGBM threads for prediction: one for small tables (a step's few distinct kernels, where
+# waking OpenMP threads costs more than it saves), all cores (0) from PARALLEL_ROWS rows on;
+# each row's sum over trees is the same either way.
+PARALLEL_ROWS = 20_000
 VARIANT_DROPOUT = 0.2  # share of training rows fitted without their variant (see _encode)
 
 
@@ -208,7 +211,7 @@ class LearnedKernels:
         if not len(feats):
             return np.zeros(0)
         raw = self.booster().predict(_encode(feats, self.categories),
-                                     num_threads=PREDICT_THREADS)
+                                     num_threads=0 if len(feats) >= PARALLEL_ROWS else 1)
         fams = feats["family"].to_numpy(dtype=object)
         lo = np.array([self.clip.get(str(f), [-np.inf, np.inf])[0] for f in fams])
         hi = np.array([self.clip.get(str(f), [-np.inf, np.inf])[1] for f in fams])

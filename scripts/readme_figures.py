@@ -67,7 +67,7 @@ def models_extra_names() -> list[str]:
 
 
 KERNEL_SPLITS = ("generation", "neusight", "loo:aiconfigurator", "loo:neusight", "loo:vidur")
-KERNEL_METHODS = ("roofline", "cross_generation", "target_measured")
+KERNEL_METHODS = ("roofline", "cross_generation", "target_measured", "learned", "learned_target")
 
 
 def kernel_figure_names() -> list[str]:

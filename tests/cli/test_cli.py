@@ -100,10 +100,11 @@ def test_models_lists_catalog():
 
 def test_validate_kernels_json_rows(tmp_path):
     res = run("validate", "kernels", "--split", "neusight", "--train-rows", "60",
-              "--test-rows", "40", "--json", "--out", str(tmp_path / "report"))
+              "--test-rows", "40", "--no-learned", "--json", "--out", str(tmp_path / "report"))
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    keys = {"split", "device", "group", "method", "mape", "p90_ape", "n"}
+    keys = {"split", "device", "group", "method", "mape", "p90_ape", "n", "coverage_90",
+            "extrapolated"}
     assert out["rows"] and all(set(r) == keys for r in out["rows"])
     assert {r["method"] for r in out["rows"]} == {"roofline", "cross_generation",
                                                    "target_measured"}

@@ -313,7 +313,8 @@ def test_measure_ctrl_c_before_any_row_writes_nothing(small_measure, tmp_path, m
 
 def test_validate_kernels_progress_per_held_out_device():
     calls, record = _recorder()
-    report = kernels_report(["neusight"], train_rows=10, test_rows=10, progress=record)
+    report = kernels_report(["neusight"], train_rows=10, test_rows=10, progress=record,
+                            learned=False)
     assert calls == [(1, 3), (2, 3), (3, 3)]
     assert report.rows["device"].nunique() == 3
 

@@ -40,7 +40,8 @@ from perfcast.validate import (
 )
 
 validate_app = typer.Typer(help="Accuracy against real measurements.", no_args_is_help=True)
-KERNEL_METHODS = ("roofline", "cross_generation", "target_measured")
+KERNEL_METHODS = ("roofline", "cross_generation", "learned", "target_measured",
+                  "learned_target")
 NO_REPORTS = ("training",)  # checks `validate all` runs without an --out sub-folder
 
 
@@ -125,14 +126,18 @@ def kernels(
                                          "moe/<routing distribution>; or stack: each "
                                          "framework's kernel tables (trtllm, vllm, sglang), "
                                          "one device left out at a time.")] = "family",
+    learned: Annotated[bool, typer.Option(
+        help="Also fit and score the learned kernel model (learned, learned_target; "
+             "interval coverage).")] = True,
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:
-    """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured."""
+    """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured
+    (physical and learned kernel models)."""
     fmt = output_format(json_out, format_out)
     with _running("kernels: held-out devices", out, fmt == "json") as bar:
         report = kernels_report(split, quick, train_rows, test_rows, out, seed, by,
-                                progress=bar)
+                                progress=bar, learned=learned)
     _emit(report, fmt, _print_kernels)
 
 
@@ -142,10 +147,14 @@ def _print_kernels(report: ValidationReport, out: Console) -> None:
         return
     out.print(_table(report.rows, "Per-kernel MAPE on held-out devices"))
     summary = Table(title="Summary over kernel families (sub-groups left out)")
-    for col in ("split", "method", "median family MAPE", "pooled MAPE"):
-        summary.add_column(col, justify="right" if "MAPE" in col else "left")
+    for col in ("split", "method", "median family MAPE", "pooled MAPE", "90% coverage",
+                "extrapolated"):
+        summary.add_column(col, justify="left" if col in ("split", "method") else "right")
     for r in report.extras["summary"].itertuples(index=False):
-        summary.add_row(r.split, r.method, _pct(r.median_family_mape), _pct(r.pooled_mape))
+        d = r._asdict()
+        summary.add_row(r.split, r.method, _pct(r.median_family_mape), _pct(r.pooled_mape),
+                        _pct(d.get("coverage_90", float("nan"))),
+                        _pct(d.get("extrapolated", float("nan"))))
     out.print(summary)
     out.print(f"targets: cross-generation median family MAPE <= "
               f"{TARGETS['cross_generation_median_mape']:.0%}, target-measured MAPE <= "
@@ -157,12 +166,12 @@ def _print_stack_kernels(report: ValidationReport, out: Console) -> None:
     summary = report.extras["summary"]
     table = Table(title="Per-framework kernel tables, one device left out: median over "
                         "held-out devices")
-    for col in ("stack", "group", "method", "devices", "MAPE", "median APE"):
-        table.add_column(col, justify="right" if col in ("devices", "MAPE", "median APE")
-                         else "left")
+    for col in ("stack", "group", "method", "devices", "MAPE", "median APE", "90% coverage"):
+        table.add_column(col, justify="left" if col in ("stack", "group", "method")
+                         else "right")
     for r in summary.itertuples(index=False):
         table.add_row(r.stack, r.group, r.method, str(r.devices), _pct(r.mape),
-                      _pct(r.median_ape))
+                      _pct(r.median_ape), _pct(r._asdict().get("coverage_90", float("nan"))))
     out.print(table)
     out.print(f"target (issue 17): median MAPE <= {report.extras['target_mape']:.0%} per "
               "family on the vllm and sglang tables; before = the shipped default "

@@ -25,6 +25,7 @@ from perfcast.validate._collectives import (
     validate_collectives,
 )
 from perfcast.validate._kernels import (
+    LEARNED_ROUNDS,
     STACK_TARGET_MAPE,
     TARGETS,
     stack_markdown,
@@ -123,10 +124,12 @@ def _wide(rows: pd.DataFrame) -> pd.DataFrame:
 def kernels_report(split: list[str] | None = None, quick: bool = False,
                    train_rows: int | None = None, test_rows: int | None = None,
                    out: Path | None = None, seed: int = 0, by: str = "family",
-                   progress: ProgressFn | None = None) -> ValidationReport:
+                   progress: ProgressFn | None = None,
+                   learned: bool = True) -> ValidationReport:
     """Per device x family MAPE and P90 APE on held-out kernels (kernels.md / kernels.csv
     into `out`); extras: the summary and the targets. `progress(done, total)` is called
-    after each held-out device."""
+    after each held-out device. `learned`: also fit and score the learned kernel model
+    (methods learned, learned_target; --quick with fewer boosting rounds)."""
     chosen = split or ["generation", "neusight"]
     if by not in KERNEL_BY:
         raise InputError("by", f"unknown grouping {by!r}", list(KERNEL_BY))
@@ -136,11 +139,12 @@ def kernels_report(split: list[str] | None = None, quick: bool = False,
         if value is not None and value < 10:
             raise InputError(name, f"must be >= 10, got {value}", ">= 10")
     if by == "stack":  # per-framework kernel tables, each device left out in turn
-        return _stack_report(split, quick, train_rows, test_rows, out, seed, progress)
+        return _stack_report(split, quick, train_rows, test_rows, out, seed, progress, learned)
     train = train_rows or (400 if quick else 2000)
     test = test_rows or (300 if quick else None)
     rows = validate_kernels(load_store(), chosen, train_per_group=train, test_per_group=test,
-                            seed=seed, by=by, progress=progress)
+                            seed=seed, by=by, progress=progress, learned=learned,
+                            learned_rounds=LEARNED_ROUNDS["quick" if quick else "full"])
     summary = summarise(rows)
     _write(out, {"kernels.csv": rows, "kernels.md": lambda: _kernels_md(rows, summary)})
     return ValidationReport(rows, {"summary": summary, "targets": TARGETS})
@@ -148,14 +152,15 @@ def kernels_report(split: list[str] | None = None, quick: bool = False,
 
 def _stack_report(split: list[str] | None, quick: bool, train_rows: int | None,
                   test_rows: int | None, out: Path | None, seed: int,
-                  progress: ProgressFn | None) -> ValidationReport:
+                  progress: ProgressFn | None, learned: bool = True) -> ValidationReport:
     """`--by stack` (perfcast.validate._kernels.validate_kernels_by_stack): kernels_stack.csv
     and kernels_stack.md into `out`; extras: the summary over held-out devices, the target."""
     if split:
         raise InputError("split", "--by stack runs its own splits (each framework's devices, "
                          "one left out at a time)", "no --split with --by stack")
     rows = validate_kernels_by_stack(quick=quick, train_per_group=train_rows,
-                                     test_per_group=test_rows, seed=seed, progress=progress)
+                                     test_per_group=test_rows, seed=seed, progress=progress,
+                                     learned=learned)
     summary = summarise_stacks(rows)
     _write(out, {"kernels_stack.csv": rows,
                  "kernels_stack.md": lambda: stack_markdown(rows, summary, md_table)})
@@ -170,9 +175,20 @@ def _kernels_md(rows: pd.DataFrame, summary: pd.DataFrame) -> str:
              f"{TARGETS['cross_generation_median_mape']:.0%} (splits generation, neusight); "
              f"target-measured <= {TARGETS['target_measured_mape']:.0%}.", "",
              "## Summary", "", "Median and pooled over kernel families (moe included; "
-             "sub-groups left out, their rows are in their family).", "",
+             "sub-groups left out, their rows are in their family). learned / "
+             "learned_target: the learned kernel model (gradient-boosted trees over physical "
+             "features; the physical fit outside their envelope) fitted on the same rows as "
+             "cross_generation / target_measured. coverage_90: share of the learned method's "
+             "rows priced by the trees whose outcome fell inside the family's conformal 90% "
+             "interval (refits with device groups left out); extrapolated: share of rows left "
+             "to the physical fit.", "",
              md_table(summary), "",
              "## MAPE and P90 APE per device and family", "", md_table(_wide(rows[~sub])), ""]
+    learned = rows[~sub & (rows["method"] == "learned")]
+    if not learned.empty:
+        lines += ["## Learned model: interval coverage per device and family", "",
+                  md_table(learned[["split", "device", "group", "n", "coverage_90",
+                                    "extrapolated"]]), ""]
     if sub.any():
         lines += ["## Sub-groups: MLA, quantised dtypes, MoE routing", "",
                   "`<family>/mla`: DeepSeek MLA attention; `<family>/<scheme>`: fp8, fp8_block, "

@@ -232,7 +232,7 @@ def _encode(feats: pd.DataFrame, categories: dict[str, list[str]],
     general, which `dropout` rows teach the trees at fit time)."""
     cols = [feats[c].to_numpy(dtype=float) for c in NUMERIC]
     for c in CATEGORICAL:
-        codes = pd.Categorical(feats[c].astype(str).to_numpy(), categories=categories[c]).codes
+        codes = pd.Index(categories[c]).get_indexer(feats[c].astype(str).to_numpy())
         col = np.where(codes < 0, np.nan, codes.astype(float))
         if c == "variant" and dropout is not None:
             col = np.where(dropout, np.nan, col)

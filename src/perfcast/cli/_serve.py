@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import Annotated
 
 import typer
 
@@ -14,7 +13,6 @@ from perfcast.cli._common import (
     FormatOption,
     HostSpeedOption,
     JsonOption,
-    KernelModelOption,
     StackOption,
     answer,
     guarded,
@@ -32,16 +30,11 @@ Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
 
 
-def _serving_kernels(option):
-    """The shared `--kernel-model` with serving's choices (the roofline is refused), on one
-    line: serve's `--help` is at its 60-line budget."""
-    kind, info, *_ = get_args(option)
-    info = copy.copy(info)
-    info.help, info.show_default = "calibrated (default) or learned kernels.", False
-    return Annotated[kind, info]
-
-
-KernelModel = in_panel(_serving_kernels(KernelModelOption), ENGINE)
+# Serving's own --kernel-model: its choices (the roofline is refused) on one line, since
+# serve's `--help` is at its 60-line budget.
+KernelModel = Annotated[str, typer.Option(
+    "--kernel-model", help="calibrated (default) or learned kernels.", show_default=False,
+    rich_help_panel=ENGINE)]
 
 
 @guarded

@@ -245,6 +245,19 @@ def _fit_targets(cal: Calibration, target: pd.DataFrame, devices: dict[str, Devi
     return out
 
 
+def as_default_kernels(ops: pd.DataFrame, unknown: np.ndarray,
+                       defaults: str | list[str]) -> pd.DataFrame:
+    """A copy of `ops` whose `unknown` rows (a kernel variant never measured) are renamed to
+    `defaults` (one name, or one per unknown row: the family's default kernel, DEFAULT_OP),
+    keeping any ':' configuration suffix (fused quantisation, MoE routing)."""
+    ops = ops.copy()
+    names = ops["op"].to_numpy(dtype=object)[unknown].astype(str)
+    new = np.broadcast_to(np.asarray(defaults, dtype=object), names.shape)
+    ops.loc[unknown, "op"] = [d + (o[o.find(":"):] if ":" in o else "")
+                              for d, o in zip(new, names, strict=True)]
+    return ops
+
+
 class PhysicsModel:
     """ExecutionTimeModel backed by a Calibration; uses a device's own corrections when the
     calibration has them (target-measured), else its spec sheet alone (cross-generation)."""
@@ -260,12 +273,8 @@ class PhysicsModel:
         unknown = ~pd.Series(keys).isin(known).to_numpy()
         if not unknown.any():
             return part
-        part = part.copy()
-        default = DEFAULT_OP.get(family, DEFAULT_OP.get(fam, "gemm"))
-        ops = part["op"].to_numpy(dtype=object)[unknown]  # keep configuration suffixes
-        part.loc[unknown, "op"] = [default + str(o)[str(o).find(":"):] if ":" in str(o)
-                                   else default for o in ops]
-        return part
+        return as_default_kernels(part, unknown, DEFAULT_OP.get(family,
+                                                                DEFAULT_OP.get(fam, "gemm")))
 
     def _fused_quant_fixed(self, own: dict, family: str, fam: str, params: FamilyParams,
                            prep: Prepared) -> np.ndarray | float:

@@ -35,6 +35,7 @@ from perfcast.errors import InputError
 from perfcast.kernels._calibration import (
     DEFAULT_OP,
     PhysicsModel,
+    as_default_kernels,
     measurement_ops,
 )
 from perfcast.kernels._physics import prepare, variants
@@ -352,9 +353,10 @@ class LearnedTimeModel:
             return kernel, ops.iloc[:0]
         canon = _canonical_ops(ops[kernel], self.learned.categories["variant"])
         feats = kernel_features(canon, device, np.asarray(timing, dtype=object)[kernel])
+        trees = self.learned.inside(feats)
         inside = np.zeros(len(ops), dtype=bool)
-        inside[kernel] = self.learned.inside(feats)
-        return inside, feats[self.learned.inside(feats)]
+        inside[kernel] = trees
+        return inside, feats[trees]
 
     def extrapolating(self, ops: pd.DataFrame, device: Device,
                       timing: np.ndarray | None = None) -> np.ndarray:
@@ -389,7 +391,7 @@ class LearnedTimeModel:
         own = self.learned.devices.get(device.name)
         if own:
             corr = corr + NeighbourResidual.from_dict(own).correction(
-                sub, variants(_canonical_ops(sub, self.learned.categories["variant"])))
+                sub, feats["variant"].to_numpy(dtype=object))
         out[inside] = roofline_times(sub, device, waves=True) * np.exp(corr)
         return out
 
@@ -425,19 +427,13 @@ def _distinct_rows(ops: pd.DataFrame, timing: np.ndarray) -> tuple[np.ndarray, n
 
 
 def _canonical_ops(ops: pd.DataFrame, known: list[str]) -> pd.DataFrame:
-    """Rows whose kernel variant was never measured renamed to the family's default kernel,
-    keeping any ':' configuration suffix (as PhysicsModel prices them)."""
-    keys = variants(ops)
-    unknown = ~pd.Series(keys).isin(known).to_numpy()
+    """Rows whose kernel variant was never measured priced as the family's default kernel,
+    as PhysicsModel prices them (kernels._calibration.as_default_kernels)."""
+    unknown = ~pd.Series(variants(ops)).isin(known).to_numpy()
     if not unknown.any():
         return ops
-    ops = ops.copy()
     fams = ops["family"].to_numpy(dtype=object)[unknown]
-    names = ops["op"].to_numpy(dtype=object)[unknown].astype(str)
-    ops.loc[unknown, "op"] = [DEFAULT_OP.get(str(f), str(f)) + (o[o.find(":"):] if ":" in o
-                                                                 else "")
-                              for f, o in zip(fams, names, strict=True)]
-    return ops
+    return as_default_kernels(ops, unknown, [DEFAULT_OP.get(str(f), str(f)) for f in fams])
 
 
 LEARNED_FILES = {"default": "learned.json", "vllm": "learned_vllm.json",

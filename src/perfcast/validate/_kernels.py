@@ -248,7 +248,7 @@ def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
         interval = None
         if trees is not None:
             more, interval = _learned_predictions(trees, cross, target, target_rows, held,
-                                                  device, timing)
+                                                  ops, device, timing)
             predictions.update(more)
         yield split, held, predictions, interval
         if progress is not None:
@@ -265,11 +265,12 @@ def _fit_learned(train: pd.DataFrame, split: str, seed: int,
 
 
 def _learned_predictions(trees: LearnedKernels, cross: Calibration, target: Calibration,
-                         target_rows: pd.DataFrame, held: pd.DataFrame, device: Device,
-                         timing: np.ndarray) -> tuple[dict[str, np.ndarray], Interval]:
-    """{learned, learned_target: predicted seconds} of the held rows (each falling back to
-    the physical fit of its tier) and the learned method's Interval."""
-    ops = measurement_ops(held)
+                         target_rows: pd.DataFrame, held: pd.DataFrame, ops: pd.DataFrame,
+                         device: Device, timing: np.ndarray
+                         ) -> tuple[dict[str, np.ndarray], Interval]:
+    """{learned, learned_target: predicted seconds} of the held rows (`ops`: their op-table
+    form; each falling back to the physical fit of its tier) and the learned method's
+    Interval."""
     model = LearnedTimeModel(trees, PhysicsModel(cross))
     tuned = LearnedTimeModel(add_learned_targets(trees, target_rows), PhysicsModel(target))
     pred = np.asarray(model.kernel_times(ops, device, timing), dtype=float)
@@ -430,8 +431,8 @@ def _stack_fold(stores: dict[str, pd.DataFrame] | None, stack: str, device: str,
     }
     trees, interval = _fit_learned(train, split.name, seed, learned), None
     if trees is not None:
-        more, interval = _learned_predictions(trees, cross, target, target_rows, held, spec,
-                                              timing)
+        more, interval = _learned_predictions(trees, cross, target, target_rows, held, ops,
+                                              spec, timing)
         predictions.update(more)
     return _stack_score(split, held, predictions, interval)
 

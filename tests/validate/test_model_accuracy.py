@@ -70,3 +70,15 @@ def test_learned_interval_coverage_does_not_regress(rows):
     p = _learned(rows)
     pooled = float((p["coverage_90"] * p["n"]).sum() / p["n"].sum())
     assert pooled >= THRESHOLDS["learned_min_pooled_coverage_90"], pooled
+
+
+def test_cli_table_shows_the_learned_method_and_both_coverages():
+    """`perfcast validate models` prints one row per device x group with the calibrated
+    tier's and the learned model's interval coverage in their own columns."""
+    from typer.testing import CliRunner
+
+    from perfcast.cli import app
+
+    out = CliRunner().invoke(app, ["validate", "models", "--no-per-op"], terminal_width=250)
+    assert out.exit_code == 0, out.output
+    assert "learned coverage" in out.output and "90% coverage" in out.output

@@ -181,17 +181,21 @@ def _print_stack_kernels(report: ValidationReport, out: Console) -> None:
 def _models_table(rows) -> Table:
     e2e = rows[rows["split"] == "models"]
     tiers = [m for m in ("target_measured", "cross_generation") if m in set(e2e["method"])]
-    methods = ["roofline", "sum_of_kernels", "sum_of_measured_ops", *tiers]
+    learned = ["learned"] if "learned" in set(e2e["method"]) else []
+    methods = ["roofline", "sum_of_kernels", "sum_of_measured_ops", *tiers, *learned]
     wide = e2e.pivot_table(index=["device", "group"], columns="method", values="mape")
-    cover = e2e.dropna(subset=["coverage_90"]).set_index(["device", "group"])["coverage_90"]
+    covers = {label: e2e[e2e["method"].isin(which)].dropna(subset=["coverage_90"])
+              .set_index(["device", "group"])["coverage_90"]
+              for label, which in (("90% coverage", tiers), ("learned coverage", learned))
+              if which}
     counts = e2e.groupby(["device", "group"])["n"].max()
     table = Table(title="Whole-model MAPE per device (NeuSight FP32 eager labels)")
-    for col in ("device", "group", "n", *methods, "90% coverage"):
+    for col in ("device", "group", "n", *methods, *covers):
         table.add_column(col, justify="left" if col in ("device", "group") else "right")
     for (device, group), r in wide.iterrows():
         cells = [f"{r[m]:.1%}" if m in r and r[m] == r[m] else "-" for m in methods]
         table.add_row(device, group, str(counts[(device, group)]), *cells,
-                      f"{cover.get((device, group), float('nan')):.0%}")
+                      *(f"{c.get((device, group), float('nan')):.0%}" for c in covers.values()))
     return table
 
 

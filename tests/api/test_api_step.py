@@ -40,7 +40,7 @@ def test_payload_is_what_the_cli_prints(options):
 def test_defaults_give_the_cli_number():
     result = run(StepRequest(model="gpt2"))
     assert result.time_s == _cli("--model", "gpt2")["time_s"]
-    assert result.request.hardware.gpu == "a100-sxm4-80gb"
+    assert result.inputs["gpu"] == "a100-sxm4-80gb"  # the default GPU
     assert result.inputs["dtype"] == "fp32" and result.inputs["execution"] == "eager"
 
 

@@ -1,7 +1,9 @@
 """`calibrate`: a target-measured calibration from a user's own measurements.
 
-The device's own corrections are fitted on top of the shipped cross-generation parameters
-(`kernels.add_target_corrections`); the result is used with `infer --calibration FILE`."""
+The device's own corrections are fitted on top of the shipped parameters and kept family by
+family only where they beat the shipped model out of sample (`kernels.calibrate_device`);
+the file records the device, the stack, how the rows were timed and the check of every
+family, and is used with `infer/step/serve --calibration FILE`."""
 
 from __future__ import annotations
 
@@ -9,26 +11,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from perfcast.api._base import Group, Request, register
+from perfcast.api._choices import device_from_spec
 from perfcast.errors import (
     InputError,
     check_output_file,
-    from_validation_error,
-    read_user_json,
     writing,
 )
-from perfcast.kernels import (
-    Calibration,
-    PhysicsModel,
-    add_target_corrections,
-    shipped_calibration,
-)
-from perfcast.measure import check_measurements, to_ops
-from perfcast.specs import Device, get_device
+from perfcast.kernels import Calibration, shipped_calibration
+from perfcast.kernels._target import DeviceCalibration, calibrate_device
+from perfcast.measure import check_measurements
+from perfcast.specs import Device, get_device, get_stack, stack_names
 
 __all__ = ["CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
            "ResolvedCalibrate", "load_device"]
@@ -41,6 +37,12 @@ class CalibrateInputs(Group):
     device: str = Field(description="Device the measurements are of.")
     device_spec: Path | None = Field(None, description="Device spec JSON for a device outside "
                                      "the catalog.")
+    stack: str | None = Field(None, description="Software stack the kernels were timed "
+                              "through (`perfcast stacks`); default: hf-transformers for "
+                              "torch-timed rows, none for numpy kernels.")
+    folds: int = Field(5, ge=2, le=20, description="Cross-validation folds of the check "
+                       "against the shipped model.")
+    seed: int = Field(0, ge=0, description="Seed of the folds.")
 
 
 class CalibrateOutputs(Group):
@@ -67,14 +69,7 @@ class CalibrateRequest(Request):
 def load_device(name: str, spec: Path | None) -> Device:
     """A catalog GPU, or a spec file (e.g. the `<out>.device.json` that `perfcast measure`
     writes for the local CPU)."""
-    if spec is not None:
-        data = read_user_json(spec, "device_spec", "a device spec JSON (`perfcast measure` "
-                              "writes one as <out>.device.json)")
-        try:
-            return Device(**data)
-        except ValidationError as exc:
-            raise from_validation_error(exc, prefix="device_spec.", origin=str(spec)) from None
-    return get_device(name)
+    return get_device(name) if spec is None else device_from_spec(spec)
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -93,13 +88,34 @@ def _read(path: Path) -> pd.DataFrame:
                          "a .parquet or .csv file from `perfcast measure`") from None
 
 
+TORCH_TIMINGS = frozenset({"cuda_graph", "cuda_event", "kineto", "eager", "sync_wallclock"})
+# Rows timed with launch latency in the kernel time (`perfcast measure --device cuda` before
+# graph timing): fitted as kernel time, they make graph-replayed forecasts too slow.
+LAUNCH_INCLUDED = frozenset({"cuda_event"})
+
+
 @dataclass(frozen=True)
 class ResolvedCalibrate:
-    """The device's spec and its rows of the measurements (checked, never empty)."""
+    """The device's spec, its rows of the measurements (checked, never empty) and the
+    stack they were timed through (None: numpy kernels, no framework)."""
 
     request: CalibrateRequest
     device: Device
     rows: pd.DataFrame
+    stack: str | None
+
+
+def _torch_timed(rows: pd.DataFrame) -> bool:
+    files = rows["source_file"].astype(str)
+    return bool(rows["timing"].isin(TORCH_TIMINGS).any() or files.str.contains("torch").any())
+
+
+def _stack(given: str | None, rows: pd.DataFrame) -> str | None:
+    if given is not None:
+        if given not in stack_names():
+            raise InputError("stack", f"unknown stack {given!r}", stack_names())
+        return get_stack(given).name
+    return "hf-transformers" if _torch_timed(rows) else None
 
 
 def resolve_calibrate(request: CalibrateRequest) -> ResolvedCalibrate:
@@ -111,50 +127,69 @@ def resolve_calibrate(request: CalibrateRequest) -> ResolvedCalibrate:
     if rows.empty:
         raise InputError("device", f"no rows for {spec.name!r} in {i.measurements}",
                          sorted(set(table["device"])))
-    return ResolvedCalibrate(request, spec, rows)
+    return ResolvedCalibrate(request, spec, rows, _stack(i.stack, rows))
+
+
+def harness(rows: pd.DataFrame) -> dict[str, Any]:
+    """How the rows were measured: timing methods, the measuring tools (torch/CUDA versions
+    and the GPU, or numpy and its BLAS, as `perfcast measure` names them) and whether
+    launch latency is inside their kernel times."""
+    timings = sorted(set(rows["timing"].astype(str)))
+    return {"timing": timings, "measured_with": sorted(set(rows["source_file"].astype(str))),
+            "launch_included": bool(set(timings) & LAUNCH_INCLUDED)}
 
 
 @dataclass(frozen=True)
 class CalibrateResult:
-    """The fitted calibration (written to `--out`), its device, the rows it was fitted on
-    and how well it predicts them (in sample)."""
+    """The calibration written to `--out` (only the corrections that passed the check),
+    its device and stack, the rows it was fitted on and the per-family check."""
 
     request: CalibrateRequest
-    calibration: Calibration
+    result: DeviceCalibration
     device: Device
     rows: pd.DataFrame
-    predicted_s: np.ndarray
+    stack: str | None
+
+    @property
+    def calibration(self) -> Calibration:
+        return self.result.own
 
     @property
     def families(self) -> list[str]:
-        """The kernel families the device's own corrections cover."""
-        return sorted(self.calibration.devices[self.device.name])
+        """The family/dtype corrections the file holds (those that passed the check)."""
+        return self.result.calibrated
 
-    @property
-    def in_sample_mape(self) -> float:
-        """Mean |predicted - measured| / measured over the rows it was fitted on."""
-        measured = self.rows["latency_s"].to_numpy()
-        return float((abs(self.predicted_s - measured) / measured).mean())
+    def warnings(self) -> list[str]:
+        out = self.result.warnings()
+        if harness(self.rows)["launch_included"]:
+            out.append("rows timed with launch latency inside the kernel time (timing "
+                       "cuda_event): graph-replayed forecasts come out too slow; remeasure "
+                       "with `perfcast measure --device cuda` (CUDA-graph timing)")
+        if not self.families:
+            out.append("no family beat the shipped model out of sample: the file changes "
+                       "no forecast")
+        return out
 
     def payload(self) -> dict[str, Any]:
         return {"path": str(self.request.outputs.out), "device": self.device.name,
-                "rows": len(self.rows), "families": self.families,
-                "in_sample_mape": self.in_sample_mape}
+                "stack": self.stack, "rows": len(self.rows), "families": self.families,
+                "kept_shipped": self.result.kept,
+                "checks": [c.to_dict() for c in self.result.checks],
+                "harness": harness(self.rows), "warnings": self.warnings()}
 
 
 def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
-    """Fit the device's corrections, write them, and predict the rows they came from."""
-    spec, rows, out = r.device, r.rows, r.request.outputs.out
-    own = add_target_corrections(shipped_calibration(), rows, devices={spec.name: spec})
-    own.devices = {spec.name: own.devices.get(spec.name, {})}
-    own.provenance = {"base": "perfcast shipped calibration",
-                      "measurements": str(r.request.inputs.measurements),
-                      "device": spec.name, "rows": len(rows)}
+    """Fit and check the device's corrections, then write those that passed."""
+    i, out = r.request.inputs, r.request.outputs.out
+    prov = {"base": "perfcast shipped calibration", "measurements": str(i.measurements),
+            "device": r.device.name, "device_kind": r.device.kind, "stack": r.stack,
+            "rows": len(r.rows), "harness": harness(r.rows), "folds": i.folds,
+            "seed": i.seed}
+    result = calibrate_device(shipped_calibration(), r.rows, r.device, folds=i.folds,
+                              seed=i.seed, provenance=prov)
     with writing(out, "out"):
-        out.write_text(own.to_json())
-    pred = PhysicsModel(own).kernel_times(to_ops(rows), spec, rows["timing"].to_numpy(
-        dtype=object))
-    return CalibrateResult(r.request, own, spec, rows, pred)
+        out.write_text(result.own.to_json())
+    return CalibrateResult(r.request, result, r.device, r.rows, r.stack)
 
 
 register(CalibrateRequest, resolve_calibrate, execute_calibrate)

@@ -8,13 +8,14 @@ GPU) are chosen here, once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from perfcast.api._base import Group
 from perfcast.comm import CollectiveModel, CustomAllReduce, default_collective_model
-from perfcast.errors import InputError
+from perfcast.errors import InputError, from_validation_error, read_user_json
 from perfcast.kernels import (
     Calibration,
     PhysicsModel,
@@ -42,8 +43,9 @@ from perfcast.train import STACKS as FACTOR_STACKS
 
 __all__ = ["ACTIVATION_QUANT", "DEFAULT_STACKS", "KERNEL_MODELS", "Hardware", "KernelChoice",
            "EngineStackChoice", "ModelChoice", "PrecisionChoice", "ServingPrecision", "StackChoice",
-           "collective_model", "default_stack", "kernel_model", "machines_for",
-           "precision_spec", "serving_collective_model"]
+           "calibration_summary", "collective_model", "default_stack", "device_from_spec",
+           "kernel_model", "machines_for",
+           "precision_spec", "serving_collective_model", "user_calibration"]
 
 KERNEL_MODELS = ("calibrated", "learned", "roofline")
 ACTIVATION_QUANT = ("separate", "fused")
@@ -83,6 +85,17 @@ class Hardware(Group):
 
     def machines(self, gpus: int) -> Cluster:
         return machines_for(self.gpu, self.cluster, gpus)
+
+
+def device_from_spec(path: Path) -> Device:
+    """A device outside the catalog from its spec JSON (e.g. the `<out>.device.json`
+    `perfcast measure` writes for the local CPU)."""
+    data = read_user_json(path, "device_spec", "a device spec JSON (`perfcast measure` "
+                          "writes one as <out>.device.json)")
+    try:
+        return Device(**data)
+    except ValidationError as exc:
+        raise from_validation_error(exc, prefix="device_spec.", origin=str(path)) from None
 
 
 def machines_for(gpu: str | None, cluster: str | None, gpus: int) -> Cluster:
@@ -143,11 +156,19 @@ class KernelChoice(Group):
                               "it, issue 18) or roofline.")
     calibration: str | None = Field(None, description="Extra calibration JSON from "
                                     "`perfcast calibrate`.")
+    allow_calibration_mismatch: bool = Field(
+        False, description="Apply --calibration although it was fitted on another device "
+        "or stack (its corrections then stand for this device's).")
 
     def resolve(self, device: Device | None = None, stack: Stack | None = None):
         """(the kernel time model, a description of it for the payload); with a stack, its
         families priced from the stack's kernel sources and described per family."""
-        model, info = kernel_model(self.kernel_model, self.calibration, device)
+        if self.allow_calibration_mismatch and not self.calibration:
+            raise InputError("allow_calibration_mismatch", "only applies with --calibration",
+                             "omit it, or give --calibration FILE")
+        model, info = kernel_model(self.kernel_model, self.calibration, device,
+                                   None if stack is None else stack.name,
+                                   self.allow_calibration_mismatch)
         if stack is None:
             return model, info
         user = _user_families(model, device) if self.calibration else frozenset()
@@ -166,13 +187,15 @@ def _user_families(model, device: Device | None) -> frozenset[str]:
         return frozenset()
     if isinstance(model, LearnedTimeModel):
         model = model.fallback
-    own = model.calibration.devices.get(device.name, {})
-    return frozenset(key.split("/")[0] for key in own)
+    own = model.calibration.provenance.get("merged", {}).get("user_families", {})
+    return frozenset(key.split("/")[0] for key in own.get(device.name, ()))
 
 
-def kernel_model(name: str, calibration: str | None, device: Device | None = None):
+def kernel_model(name: str, calibration: str | None, device: Device | None = None,
+                 stack: str | None = None, allow_mismatch: bool = False):
     """The kernel time model a command forecasts with, and a description of it (with the
-    calibration tier it prices `device` in, when one is given)."""
+    calibration tier it prices `device` in, when one is given, and what a user calibration
+    changed)."""
     if name not in KERNEL_MODELS:
         raise InputError("kernel_model", f"unknown model {name!r}", KERNEL_MODELS)
     if name == "roofline":
@@ -180,10 +203,13 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
             raise InputError("calibration", "only applies to --kernel-model calibrated",
                              "omit --calibration")
         return RooflineModel(), {"name": "roofline"}
-    model = (PhysicsModel(shipped_calibration().merged_with(_user_calibration(calibration,
-                                                                              device)))
-             if calibration else default_time_model())
-    info = {"name": name, "calibration": calibration or "shipped"}
+    info: dict[str, Any] = {"name": name, "calibration": calibration or "shipped"}
+    if calibration:
+        own = user_calibration(calibration, device, stack, allow_mismatch)
+        model = PhysicsModel(shipped_calibration().merged_with(own))
+        info.update(calibration_summary(own, device))
+    else:
+        model = default_time_model()
     if name == "learned":
         model = (LearnedTimeModel(shipped_learned(), model, _user_families(model, device))
                  if calibration else learned_time_model())
@@ -194,18 +220,63 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
     return model, info
 
 
-def _user_calibration(path: str, device: Device | None) -> Calibration:
-    """A user's calibration, which must correct the device forecast: its per-device
-    corrections are all it adds to the shipped one, so a file for other devices would be
-    reported as used and change nothing."""
+def user_calibration(path: str, device: Device | None, stack: str | None = None,
+                     allow_mismatch: bool = False) -> Calibration:
+    """A user's calibration for the device (and stack) forecast. Its per-device corrections
+    are all it adds to the shipped one, so a file for another device would change nothing
+    while reported as used: an error naming both, unless `allow_mismatch`, which applies
+    its corrections as the forecast device's. A file recording another stack than the
+    forecast's is refused the same way. The user's families are recorded in provenance
+    (`merged.user_families`), so a merged calibration still says which are the user's."""
     own = Calibration.load(path)
+    cal_stack = own.provenance.get("stack")
+    if stack is not None and cal_stack is not None and cal_stack != stack \
+            and not allow_mismatch:
+        raise InputError("calibration", f"{path} was fitted on stack {cal_stack}; this "
+                         f"forecast is for stack {stack}",
+                         f"--stack {cal_stack}, or --allow-calibration-mismatch to apply it "
+                         "anyway")
     if device is not None and device.name not in own.devices:
         mine = ", ".join(sorted(own.devices)) or "no device"
-        raise InputError("calibration", f"{path} holds corrections for {mine}, not for "
-                         f"{device.name}, the device forecast here",
-                         f"a calibration fitted on {device.name} (`perfcast calibrate "
-                         f"--device {device.name}`)")
+        if not (allow_mismatch and len(own.devices) == 1):
+            raise InputError("calibration", f"{path} holds corrections for {mine}, not for "
+                             f"{device.name}, the device forecast here",
+                             f"a calibration fitted on {device.name} (`perfcast calibrate "
+                             f"--device {device.name}`)" + (
+                                 ", or --allow-calibration-mismatch" if len(own.devices) == 1
+                                 else ""))
+        own.devices = {device.name: next(iter(own.devices.values()))}
+    own.provenance = {**own.provenance, "user_families": {
+        d: sorted(fams) for d, fams in own.devices.items()}}
     return own
+
+
+def calibration_summary(own: Calibration, device: Device | None) -> dict[str, Any]:
+    """What a user calibration changes in a forecast on `device`: the family/dtype
+    corrections it applies, those its check kept shipped, the stack it records, and
+    warnings (a file from before graph timing, whose GPU kernel times include launch
+    latency; a file that records no stack)."""
+    prov = own.provenance
+    checks = prov.get("checks", [])
+    out: dict[str, Any] = {
+        "calibration_device": prov.get("device"), "calibration_stack": prov.get("stack"),
+        "calibration_families": sorted(own.devices.get(device.name, {})) if device else [],
+        "calibration_kept_shipped": sorted(c["family"] for c in checks
+                                           if c.get("status") != "calibrated"),
+    }
+    warnings = []
+    harness = prov.get("harness")
+    gpu = prov.get("device_kind", "gpu" if device is None else device.kind) != "cpu"
+    if gpu and (harness is None or harness.get("launch_included")):
+        warnings.append("the calibration's GPU rows were timed with launch latency inside "
+                        "each kernel time (`perfcast measure` before CUDA-graph timing, or "
+                        "unrecorded): graph-replayed forecasts come out too slow; remeasure "
+                        "and recalibrate")
+    if "stack" not in prov:
+        warnings.append("the calibration records no stack: it is applied whatever the "
+                        "forecast's stack")
+    out["calibration_warnings"] = warnings
+    return out
 
 
 def collective_model() -> CollectiveModel:

@@ -24,7 +24,13 @@ from pydantic import Field, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import EngineStackChoice, KernelChoice, ModelChoice, collective_model
+from perfcast.api._choices import (
+    EngineStackChoice,
+    KernelChoice,
+    ModelChoice,
+    collective_model,
+    device_from_spec,
+)
 from perfcast.api._engine_host import engine_host
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.comm import CollectiveModel
@@ -44,6 +50,7 @@ from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import CNN_MODELS, EAGER_LOGITS, EAGER_MODES, eager_ops
 from perfcast.specs import (
     Cluster,
+    Device,
     DType,
     ModelSpec,
     ParallelPlan,
@@ -60,18 +67,31 @@ __all__ = ["ResolvedCNNStep", "ResolvedStep", "StepEngine", "StepHardware", "Ste
            "StepPlan", "StepPrecision", "StepRequest", "StepResult", "StepStack", "StepWorkload",
            "step_layout", "step_stack"]
 
+DEFAULT_GPU = "a100-sxm4-80gb"
 DEFAULT_SEQ_LEN = 512  # tokens per sequence when --seq-len is left out (not a ViT)
 
 
 class StepHardware(Group):
-    """One catalog GPU; a multi-GPU step runs on nodes of 8 built around it."""
+    """One catalog GPU, or a device spec file (the local CPU `perfcast measure` described);
+    a multi-GPU step runs on nodes of 8 built around it."""
 
-    gpu: str = Field("a100-sxm4-80gb", description="Catalog GPU name (see `hardware list`).")
+    gpu: str | None = Field(None, description="Catalog GPU name (see `hardware list`); "
+                            f"default {DEFAULT_GPU}.")
+    device_spec: Path | None = Field(None, description="Device spec JSON instead of --gpu "
+                                     "(`perfcast measure` writes <out>.device.json).")
 
     @model_validator(mode="before")
     @classmethod
     def _gpu_only(cls, value: Any) -> Any:
         return {"gpu": value} if isinstance(value, str) else value
+
+    def device(self) -> Device:
+        if self.device_spec is None:
+            return get_device(self.gpu or DEFAULT_GPU)
+        if self.gpu is not None:
+            raise InputError("device_spec", "give one of --gpu or --device-spec",
+                             "a catalog GPU, or a device spec file")
+        return device_from_spec(self.device_spec)
 
 
 class StepPlan(Group):
@@ -217,7 +237,7 @@ def resolve_step(request: StepRequest) -> ResolvedStep | ResolvedCNNStep:
     check_output_file(request.outputs.trace, "trace")
     spec = request.model.spec()
     dtype = parse_dtype(request.precision.dtype, "dtype")
-    machines = cluster_for(get_device(request.hardware.gpu), gpus)
+    machines = cluster_for(request.hardware.device(), gpus)
     stack = request.stack.spec("step")
     time_model, info = request.kernels.resolve(machines.device, stack)
     return ResolvedStep(request, spec, machines, gpus, dtype, time_model, info,
@@ -265,7 +285,7 @@ def _resolve_cnn(request: StepRequest) -> ResolvedCNNStep:
                          f"omit --{option.replace('_', '-')} for a CNN")
     check_output_file(request.outputs.trace, "trace")
     dtype = parse_dtype(request.precision.dtype, "dtype")
-    machines = cluster_for(get_device(request.hardware.gpu), 1)
+    machines = cluster_for(request.hardware.device(), 1)
     stack = request.stack.spec("step")
     time_model, info = request.kernels.resolve(machines.device, stack)
     return ResolvedCNNStep(request, machines, dtype, time_model, info,

@@ -23,7 +23,8 @@ from perfcast.cli._progress import progress_bar
 from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
 
-__all__ = ["OUTPUT_SWITCHES", "CalibrationOption", "FormatOption", "HostOption",
+__all__ = ["OUTPUT_SWITCHES", "CalibrationMismatchOption", "CalibrationOption", "FormatOption",
+           "HostOption",
            "HostSpeedOption", "JsonOption", "StackHostOption", "StackOption",
            "KernelModelOption", "answer", "cli_options", "debug_enabled", "emit", "fail",
            "guarded", "output_format", "set_debug", "to_input_error"]
@@ -34,6 +35,9 @@ KernelModelOption = Annotated[str, typer.Option(
     "or roofline.")]
 CalibrationOption = Annotated[str | None, typer.Option(
     help="Extra calibration JSON from `perfcast calibrate`.")]
+CalibrationMismatchOption = Annotated[bool, typer.Option(
+    "--allow-calibration-mismatch", help="Apply --calibration although it was fitted on "
+    "another device or stack.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (= --format json).")]
 FormatOption = Annotated[str | None, typer.Option(
     "--format", help="table (the default), json, csv or md.")]

@@ -38,7 +38,8 @@ from typer._coercion import bool_flag_type_descriptor
 from typer.core import TyperGroup, TyperOption
 
 __all__ = ["OUTPUT_FORMATS", "PLAIN_WIDTH", "Advanced", "HelpGroup", "Table", "in_panel",
-           "is_terminal", "new_console", "rule", "stack_summary", "tables_as"]
+           "calibration_lines", "is_terminal", "new_console", "rule", "stack_summary",
+           "tables_as"]
 
 # Columns of a console that writes to a pipe or file: wider than any table perfcast prints
 # (lines are not padded to it, so it costs nothing).
@@ -354,6 +355,16 @@ def in_panel(option: Any, panel: str) -> Any:
     info = copy.copy(info)
     info.rich_help_panel = panel
     return Annotated[kind, info]
+
+
+def calibration_lines(kernel_info: dict) -> list[str]:
+    """What a user `--calibration` changed in the forecast (its family/dtype corrections)
+    and its warnings, one line each; nothing without one."""
+    if "calibration_families" not in kernel_info:
+        return []
+    fams = ", ".join(kernel_info["calibration_families"]) or "no family"
+    lines = [f"calibration {kernel_info['calibration']}: corrects {fams}"]
+    return lines + [f"warning: {w}" for w in kernel_info.get("calibration_warnings", [])]
 
 
 def stack_summary(kernel_info: dict) -> str | None:

@@ -8,6 +8,7 @@ import typer
 
 from perfcast.api import DiffusionRequest, DiffusionResult
 from perfcast.cli._common import (
+    CalibrationMismatchOption,
     CalibrationOption,
     FormatOption,
     JsonOption,
@@ -15,7 +16,13 @@ from perfcast.cli._common import (
     answer,
     guarded,
 )
-from perfcast.cli._console import Advanced, Table, in_panel, new_console
+from perfcast.cli._console import (
+    Advanced,
+    Table,
+    calibration_lines,
+    in_panel,
+    new_console,
+)
 from perfcast.compose import Execution
 
 __all__ = ["diffusion"]
@@ -26,6 +33,7 @@ __all__ = ["diffusion"]
 GUIDANCE, OUTPUT, KERNELS = "Guidance", "Output", Advanced.KERNELS
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
+CalibrationMismatch = in_panel(CalibrationMismatchOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
 
@@ -57,6 +65,7 @@ def diffusion(
         help="Kernel launch mode.", rich_help_panel=KERNELS)] = Execution.EAGER,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
+    allow_calibration_mismatch: CalibrationMismatch = False,
 ) -> None:
     """Forecast latency per image: text encoders + steps x UNet + VAE decode."""
     answer(DiffusionRequest, locals(), _print)
@@ -84,3 +93,6 @@ def _print(result: DiffusionResult) -> None:
     console.print(t)
     for note in fc.notes:
         console.print(f"note: {note}")
+    km = result.payload().get("inputs", {}).get("kernel_model", {})
+    for line in calibration_lines(km):
+        console.print(line, markup=False)

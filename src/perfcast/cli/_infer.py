@@ -8,6 +8,7 @@ import typer
 
 from perfcast.api import InferRequest, InferResult
 from perfcast.cli._common import (
+    CalibrationMismatchOption,
     CalibrationOption,
     FormatOption,
     HostSpeedOption,
@@ -18,7 +19,13 @@ from perfcast.cli._common import (
     answer,
     guarded,
 )
-from perfcast.cli._console import Table, in_panel, new_console, stack_summary
+from perfcast.cli._console import (
+    Table,
+    calibration_lines,
+    in_panel,
+    new_console,
+    stack_summary,
+)
 from perfcast.compose import Execution
 
 # Help panels after the model, hardware and parallelism (typer's "Options").
@@ -27,6 +34,7 @@ Host = in_panel(StackHostOption, KERNELS)
 HostSpeed = in_panel(HostSpeedOption, KERNELS)
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
+CalibrationMismatch = in_panel(CalibrationMismatchOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
 
@@ -71,6 +79,8 @@ def _print(result: InferResult) -> None:
     line = stack_summary(km)
     if line:
         console.print(line)
+    for line in calibration_lines(km):
+        console.print(line, markup=False)
 
 
 @guarded
@@ -107,6 +117,7 @@ def infer(
     host: Host = None,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
+    allow_calibration_mismatch: CalibrationMismatch = False,
     json_out: Json = False,
     format_out: Format = None,
 ) -> None:

@@ -8,6 +8,7 @@ import typer
 
 from perfcast.api import RagRequest, RagResult
 from perfcast.cli._common import (
+    CalibrationMismatchOption,
     CalibrationOption,
     FormatOption,
     HostOption,
@@ -16,7 +17,13 @@ from perfcast.cli._common import (
     answer,
     guarded,
 )
-from perfcast.cli._console import Advanced, Table, in_panel, new_console
+from perfcast.cli._console import (
+    Advanced,
+    Table,
+    calibration_lines,
+    in_panel,
+    new_console,
+)
 from perfcast.compose import Execution
 from perfcast.ops import INDEX_KINDS
 
@@ -30,6 +37,7 @@ DETAILS, KERNELS = Advanced.SEARCH, Advanced.KERNELS
 Host = in_panel(HostOption, KERNELS)
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
+CalibrationMismatch = in_panel(CalibrationMismatchOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
 
@@ -81,6 +89,7 @@ def rag(
     host: Host = "vllm-v0",
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
+    allow_calibration_mismatch: CalibrationMismatch = False,
 ) -> None:
     """Forecast a RAG request's end-to-end latency: embed, search, prefill, decode."""
     answer(RagRequest, locals(), _print)
@@ -105,3 +114,6 @@ def _print(result: RagResult) -> None:
                   f"reads {fc.search_bytes / 1e9:.3f} GB")
     for note in fc.notes:
         console.print(f"note: {note}")
+    km = result.payload().get("inputs", {}).get("kernel_model", {})
+    for line in calibration_lines(km):
+        console.print(line, markup=False)

@@ -10,6 +10,7 @@ import typer
 
 from perfcast.api import StepRequest, StepResult
 from perfcast.cli._common import (
+    CalibrationMismatchOption,
     CalibrationOption,
     FormatOption,
     HostSpeedOption,
@@ -19,13 +20,20 @@ from perfcast.cli._common import (
     answer,
     guarded,
 )
-from perfcast.cli._console import Advanced, Table, in_panel, new_console
+from perfcast.cli._console import (
+    Advanced,
+    Table,
+    calibration_lines,
+    in_panel,
+    new_console,
+)
 from perfcast.compose import Execution
 
 # Help panels after the model, hardware and batch (typer's "Options").
 PLAN, EXECUTION, KERNELS, OUTPUT = "Plan", "Execution", Advanced.KERNELS, "Output"
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
+CalibrationMismatch = in_panel(CalibrationMismatchOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
 Stack = in_panel(StackOption, EXECUTION)
@@ -36,8 +44,11 @@ HostSpeed = in_panel(HostSpeedOption, KERNELS)
 def step(
     model: Annotated[str | None, typer.Option(help="Catalog model name or HF id.")] = None,
     model_config: Annotated[str | None, typer.Option(help="Path to an HF config.json.")] = None,
-    gpu: Annotated[str, typer.Option(help="Catalog GPU name (see `hardware list`).")] = (
-        "a100-sxm4-80gb"),
+    gpu: Annotated[str | None, typer.Option(
+        help="Catalog GPU name (see `hardware list`); default a100-sxm4-80gb.")] = None,
+    device_spec: Annotated[Path | None, typer.Option(
+        help="Device spec JSON instead of --gpu (`perfcast measure` writes "
+             "<out>.device.json).")] = None,
     batch: Annotated[int, typer.Option(help="Sequences in the batch (global, across dp).")] = 1,
     seq_len: Annotated[int | None, typer.Option(
         help="Tokens per sequence (default 512; a ViT's: its image's patches + CLS).")] = None,
@@ -71,6 +82,7 @@ def step(
         rich_help_panel=PLAN)] = 1,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
+    allow_calibration_mismatch: CalibrationMismatch = False,
     trace: Annotated[Path | None, typer.Option(
         help="Write a Chrome-trace/Perfetto JSON of the step here.",
         rich_help_panel=OUTPUT)] = None,
@@ -102,6 +114,8 @@ def _print(result: StepResult) -> None:
     console.print(t)
     for note in payload.get("notes", []):
         console.print(f"note: {note}")
+    for line in calibration_lines(i["kernel_model"]):
+        console.print(line, markup=False)
     b = Table(title="Where the time goes")
     for col in ("family", "seconds", "share"):
         b.add_column(col, justify="left" if col == "family" else "right")

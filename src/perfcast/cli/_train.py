@@ -15,6 +15,7 @@ from perfcast.api import (
     TrainSweepResult,
 )
 from perfcast.cli._common import (
+    CalibrationMismatchOption,
     CalibrationOption,
     FormatOption,
     JsonOption,
@@ -22,7 +23,13 @@ from perfcast.cli._common import (
     answer,
     guarded,
 )
-from perfcast.cli._console import Advanced, Table, in_panel, new_console
+from perfcast.cli._console import (
+    Advanced,
+    Table,
+    calibration_lines,
+    in_panel,
+    new_console,
+)
 from perfcast.cli._train_cnn import print_cnn
 
 # Help panels after the model and hardware (typer's "Options"); the advanced ones wait for
@@ -31,6 +38,7 @@ PLAN, BATCH, OUTPUT = "Plan", "Batch", "Output"
 DETAILS, MODES, KERNELS = Advanced.PLAN_DETAILS, Advanced.MODES, Advanced.KERNELS
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
+CalibrationMismatch = in_panel(CalibrationMismatchOption, KERNELS)
 Json = in_panel(JsonOption, OUTPUT)
 Format = in_panel(FormatOption, OUTPUT)
 
@@ -99,6 +107,7 @@ def train(
              "the memory breakdown) instead of refusing it.", rich_help_panel=MODES)] = False,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
+    allow_calibration_mismatch: CalibrationMismatch = False,
     stack: Annotated[str | None, typer.Option(
         help="Training software stack (`perfcast stacks`; default megatron-core): its kernel "
              "sources and model-state dtypes; llm-foundry adds kernel-time factors fitted on "
@@ -159,6 +168,9 @@ def _print_iteration(result: TrainResult) -> None:
         m.add_row(key, f"{value / 1e9:.2f}")
     console.print(m)
     console.print(f"FLOP convention: {fc.flop_convention}")
+    km = result.payload().get("inputs", {}).get("kernel_model", {})
+    for line in calibration_lines(km):
+        console.print(line, markup=False)
 
 
 def _print_rlhf(result: RLHFResult) -> None:

@@ -68,19 +68,27 @@ class DeviceCorrection:
     residual: NeighbourResidual
     rows: int
     grid: ResidualGrid | None = None
+    # The measured kernel that prices this family's rows whose kernel the device never ran
+    # (a user's sweep names its GEMM `matmul`, a forecast `linear:qkv`): the device's own
+    # measurement stands for the family there. None (shipped corrections, old files): the
+    # family's default kernel (DEFAULT_OP).
+    default_op: str | None = None
 
     def to_dict(self) -> dict:
         out = {"params": self.params.to_dict(), "residual": self.residual.to_dict(),
                "rows": self.rows}
         if self.grid is not None:
             out["grid"] = self.grid.to_dict()
+        if self.default_op is not None:
+            out["default_op"] = self.default_op
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceCorrection:
         grid = ResidualGrid.from_dict(data["grid"]) if "grid" in data else None
         return cls(params=FamilyParams.from_dict(data["params"]), rows=data["rows"],
-                   residual=NeighbourResidual.from_dict(data["residual"]), grid=grid)
+                   residual=NeighbourResidual.from_dict(data["residual"]), grid=grid,
+                   default_op=data.get("default_op"))
 
 
 @dataclass
@@ -135,8 +143,11 @@ class Calibration:
                              expected) from None
 
     def merged_with(self, other: Calibration) -> Calibration:
-        """This calibration plus another's per-device corrections (a user's own devices)."""
-        devices = {**self.devices, **other.devices}
+        """This calibration plus another's per-device corrections (a user's own devices),
+        family by family: a device's shipped corrections of families the other did not
+        measure stay."""
+        devices = {d: {**self.devices.get(d, {}), **other.devices.get(d, {})}
+                   for d in sorted(set(self.devices) | set(other.devices))}
         prov = {**self.provenance, "merged": other.provenance}
         return Calibration(self.families, self.residuals, devices, prov)
 
@@ -266,15 +277,16 @@ class PhysicsModel:
         self.calibration = calibration
 
     def _canonical(self, part: pd.DataFrame, family: str, fam: str,
-                   params: FamilyParams) -> pd.DataFrame:
-        """Rows whose op was never measured are priced as the family's default kernel."""
+                   params: FamilyParams, default_op: str | None = None) -> pd.DataFrame:
+        """Rows whose op was never measured are priced as the family's default kernel: the
+        device's own measured one (`default_op`) when a user calibration names it."""
         known = params.fixed_s
         keys = variants(part)
         unknown = ~pd.Series(keys).isin(known).to_numpy()
         if not unknown.any():
             return part
-        return as_default_kernels(part, unknown, DEFAULT_OP.get(family,
-                                                                DEFAULT_OP.get(fam, "gemm")))
+        return as_default_kernels(part, unknown, default_op or DEFAULT_OP.get(
+            family, DEFAULT_OP.get(fam, "gemm")))
 
     def _fused_quant_fixed(self, own: dict, family: str, fam: str, params: FamilyParams,
                            prep: Prepared) -> np.ndarray | float:
@@ -321,7 +333,8 @@ class PhysicsModel:
                 continue
             corr = own.get(f"{family}/{dtype}") or own.get(f"{fam}/{dtype}")
             params = self.calibration.families[fam] if corr is None else corr.params
-            part = self._canonical(ops.iloc[idx], family, fam, params)
+            part = self._canonical(ops.iloc[idx], family, fam, params,
+                                   None if corr is None else corr.default_op)
             prep = prepare(part, device, timing[idx])
             bins, dts = regime_bins(prep.regime), prep.variant
             donor = self.calibration.families.get(TENSOR_DONORS.get(fam, ""))

@@ -1,0 +1,177 @@
+"""A device's own corrections from a user's measurements that never make forecasts worse.
+
+`calibrate_device` is what `perfcast calibrate` runs. Per kernel family and dtype it fits the
+device's corrections (`add_target_corrections`, the target-measured tier) and checks them by
+k-fold cross-validation against the model the user has without them (`base`: the shipped
+calibration, with whatever corrections it already holds for the device), on the same held-out
+rows. A family whose new corrections are not better out of sample keeps the base's, and the
+report says so; the families that pass are merged into the base family by family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfcast.kernels._calibration import (
+    UNMODELLED_FAMILIES,
+    Calibration,
+    PhysicsModel,
+    add_target_corrections,
+    measurement_ops,
+)
+from perfcast.ops import COMM_FAMILIES
+from perfcast.specs import Device
+
+__all__ = ["CALIBRATED", "KEPT_BASE", "DeviceCalibration", "FamilyCheck", "calibrate_device",
+           "mape"]
+
+CALIBRATED = "calibrated"
+KEPT_BASE = "kept shipped"
+MIN_ROWS = 4  # fewer rows in a family x dtype cannot be cross-validated
+WARN_ERROR = 0.25  # held-out MAPE above which a calibrated family is worth a warning
+_SHAPE = ["b", "m", "n", "k", "heads", "kv_heads", "head_dim", "q_len", "kv_len"]
+
+
+def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """Mean |predicted - measured| / measured."""
+    measured = np.asarray(measured, dtype=float)
+    return float(np.mean(np.abs(np.asarray(predicted, dtype=float) - measured) / measured))
+
+
+@dataclass(frozen=True)
+class FamilyCheck:
+    """One family x dtype of the measurements: its rows, the k-fold held-out MAPE of the
+    base model and of the new corrections on the same rows, and which one the calibration
+    keeps (`status`: CALIBRATED or KEPT_BASE, with the reason)."""
+
+    key: str
+    rows: int
+    folds: int
+    base_mape: float | None
+    calibrated_mape: float | None
+    in_sample_mape: float | None
+    status: str
+    reason: str
+    default_op: str | None
+
+    def to_dict(self) -> dict:
+        return {"family": self.key, "rows": self.rows, "folds": self.folds,
+                "base_heldout_mape": self.base_mape,
+                "calibrated_heldout_mape": self.calibrated_mape,
+                "calibrated_in_sample_mape": self.in_sample_mape, "status": self.status,
+                "reason": self.reason, "default_op": self.default_op}
+
+
+@dataclass(frozen=True)
+class DeviceCalibration:
+    """The device's corrections that passed the check (`own`: only this device, the file
+    `calibrate` writes), the base merged with them (`merged`: what forecasts price with) and
+    the check of every family x dtype measured."""
+
+    own: Calibration
+    merged: Calibration
+    checks: tuple[FamilyCheck, ...]
+
+    @property
+    def calibrated(self) -> list[str]:
+        return [c.key for c in self.checks if c.status == CALIBRATED]
+
+    @property
+    def kept(self) -> list[str]:
+        return [c.key for c in self.checks if c.status != CALIBRATED]
+
+    def warnings(self) -> list[str]:
+        """Families calibrated with a large held-out error, and families the check kept."""
+        out = [f"{c.key}: held-out error {c.calibrated_mape:.0%} after calibration (above "
+               f"{WARN_ERROR:.0%}): forecasts of it stay uncertain" for c in self.checks
+               if c.status == CALIBRATED and (c.calibrated_mape or 0.0) > WARN_ERROR]
+        out += [f"{c.key}: kept the shipped model ({c.reason})" for c in self.checks
+                if c.status != CALIBRATED]
+        return out
+
+
+def _fittable(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[~rows["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)]
+
+
+def _shape_folds(rows: pd.DataFrame, folds: int, seed: int) -> np.ndarray:
+    """A fold per row, the same for every timing of one shape (a graph-timed and an eager
+    row of a kernel are held out together), shapes dealt to folds in a seeded order."""
+    cols = [c for c in _SHAPE if c in rows.columns]
+    shape_id = pd.util.hash_pandas_object(rows[["op", *cols]], index=False).to_numpy()
+    uniq, inverse = np.unique(shape_id, return_inverse=True)
+    order = np.random.default_rng(seed).permutation(len(uniq))
+    fold_of = np.empty(len(uniq), dtype=int)
+    fold_of[order] = np.arange(len(uniq)) % folds
+    return fold_of[inverse]
+
+
+def _predict(cal: Calibration, rows: pd.DataFrame, device: Device) -> np.ndarray:
+    return PhysicsModel(cal).kernel_times(measurement_ops(rows), device,
+                                          rows["timing"].to_numpy(dtype=object))
+
+
+def _only(cal: Calibration, device: str, keys: list[str]) -> dict:
+    own = cal.devices.get(device, {})
+    return {k: own[k] for k in keys if k in own}
+
+
+def _with_default_op(cal: Calibration, device: str, key: str, op: str) -> None:
+    corr = cal.devices.get(device, {}).get(key)
+    if corr is not None:
+        corr.default_op = op
+
+
+def _check(base: Calibration, rows: pd.DataFrame, device: Device, key: str,
+           folds: int, seed: int) -> tuple[FamilyCheck, dict]:
+    """Cross-validate one family x dtype; (its check, the corrections to keep: {} if none)."""
+    specs = {device.name: device}
+    default_op = str(measurement_ops(rows)["op"].value_counts().sort_index()
+                     .sort_values(ascending=False, kind="stable").index[0])
+    n_shapes = len(set(_shape_folds(rows, max(len(rows), 1), seed)))
+    k = min(folds, n_shapes)
+    if len(rows) < MIN_ROWS or k < 2:
+        return FamilyCheck(key, len(rows), 0, None, None, None, KEPT_BASE,
+                           f"{len(rows)} rows: too few to check out of sample",
+                           default_op), {}
+    fold = _shape_folds(rows, k, seed)
+    base_pred, new_pred = np.empty(len(rows)), np.empty(len(rows))
+    for i in range(k):
+        held = fold == i
+        fitted = add_target_corrections(base, rows[~held], specs)
+        _with_default_op(fitted, device.name, key, default_op)
+        base_pred[held] = _predict(base, rows[held], device)
+        new_pred[held] = _predict(fitted, rows[held], device)
+    measured = rows["latency_s"].to_numpy(dtype=float)
+    base_err, new_err = mape(base_pred, measured), mape(new_pred, measured)
+    full = add_target_corrections(base, rows, specs)
+    _with_default_op(full, device.name, key, default_op)
+    in_sample = mape(_predict(full, rows, device), measured)
+    if new_err < base_err:
+        return FamilyCheck(key, len(rows), k, base_err, new_err, in_sample, CALIBRATED,
+                           f"held-out error {base_err:.1%} -> {new_err:.1%}",
+                           default_op), _only(full, device.name, [key])
+    return FamilyCheck(key, len(rows), k, base_err, new_err, in_sample, KEPT_BASE,
+                       f"new fit not better out of sample: {new_err:.1%} vs "
+                       f"{base_err:.1%}", default_op), {}
+
+
+def calibrate_device(base: Calibration, rows: pd.DataFrame, device: Device, *,
+                     folds: int = 5, seed: int = 0,
+                     provenance: dict | None = None) -> DeviceCalibration:
+    """The device's own corrections from its measured `rows` (store schema, one device),
+    each family x dtype kept only where it beats `base` out of sample (`folds`-fold
+    cross-validation over shapes, seeded); collectives are not fitted here."""
+    kept: dict = {}
+    checks = []
+    for (family, dtype), part in _fittable(rows).groupby(["family", "dtype"], sort=True):
+        check, own = _check(base, part, device, f"{family}/{dtype}", folds, seed)
+        checks.append(check)
+        kept.update(own)
+    prov = {**(provenance or {}), "checks": [c.to_dict() for c in checks]}
+    own_cal = Calibration(base.families, base.residuals, {device.name: kept} if kept else {},
+                          prov)
+    return DeviceCalibration(own_cal, base.merged_with(own_cal), tuple(checks))

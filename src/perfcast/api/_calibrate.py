@@ -15,6 +15,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from perfcast.api._base import Group, Request, register
+from perfcast.api._calibrate_host import HostFit, fit_host_speed
 from perfcast.api._choices import device_from_spec
 from perfcast.errors import (
     InputError,
@@ -23,7 +24,7 @@ from perfcast.errors import (
 )
 from perfcast.kernels import Calibration, shipped_calibration
 from perfcast.kernels._target import DeviceCalibration, calibrate_device
-from perfcast.measure import check_measurements
+from perfcast.measure import StepMeasurements, check_measurements, load_steps
 from perfcast.specs import Device, get_device, get_stack, stack_names
 
 __all__ = ["CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
@@ -40,6 +41,9 @@ class CalibrateInputs(Group):
     stack: str | None = Field(None, description="Software stack the kernels were timed "
                               "through (`perfcast stacks`); default: hf-transformers for "
                               "torch-timed rows, none for numpy kernels.")
+    steps: Path | None = Field(None, description="Whole steps timed by `perfcast measure "
+                               "--model` (<out>.steps.json), to fit the stack's host speed; "
+                               "default: the one beside --measurements, when there is one.")
     folds: int = Field(5, ge=2, le=20, description="Cross-validation folds of the check "
                        "against the shipped model.")
     seed: int = Field(0, ge=0, description="Seed of the folds.")
@@ -103,6 +107,8 @@ class ResolvedCalibrate:
     device: Device
     rows: pd.DataFrame
     stack: str | None
+    steps: StepMeasurements | None = None
+    steps_path: Path | None = None
 
 
 def _torch_timed(rows: pd.DataFrame) -> bool:
@@ -127,7 +133,22 @@ def resolve_calibrate(request: CalibrateRequest) -> ResolvedCalibrate:
     if rows.empty:
         raise InputError("device", f"no rows for {spec.name!r} in {i.measurements}",
                          sorted(set(table["device"])))
-    return ResolvedCalibrate(request, spec, rows, _stack(i.stack, rows))
+    steps_path = i.steps or _beside(i.measurements)
+    steps = None if steps_path is None else load_steps(steps_path)
+    if steps is not None and steps.device != spec.name:
+        raise InputError("steps", f"{steps_path} was timed on {steps.device}, not on "
+                         f"{spec.name}", f"steps measured on {spec.name}")
+    if steps is not None and i.stack is not None and get_stack(i.stack).name != steps.stack:
+        raise InputError("stack", f"{steps_path} ran stack {steps.stack}, not {i.stack}",
+                         [steps.stack])
+    stack = steps.stack if steps is not None else _stack(i.stack, rows)
+    return ResolvedCalibrate(request, spec, rows, stack, steps, steps_path)
+
+
+def _beside(measurements: Path) -> Path | None:
+    """The steps file `perfcast measure --model` wrote beside the measurements, if any."""
+    path = measurements.with_name(measurements.name + ".steps.json")
+    return path if path.exists() else None
 
 
 def harness(rows: pd.DataFrame) -> dict[str, Any]:
@@ -149,6 +170,7 @@ class CalibrateResult:
     device: Device
     rows: pd.DataFrame
     stack: str | None
+    host: HostFit | None = None
 
     @property
     def calibration(self) -> Calibration:
@@ -165,6 +187,9 @@ class CalibrateResult:
             out.append("rows timed with launch latency inside the kernel time (timing "
                        "cuda_event): graph-replayed forecasts come out too slow; remeasure "
                        "with `perfcast measure --device cuda` (CUDA-graph timing)")
+        if self.host is not None and any(s["quiet"] is False for s in self.host.steps):
+            out.append("some steps were timed while the machine was busy (quiet: false in "
+                       "the steps file): rerun `perfcast measure --model` on an idle machine")
         if not self.families:
             out.append("no family beat the shipped model out of sample: the file changes "
                        "no forecast")
@@ -175,7 +200,9 @@ class CalibrateResult:
                 "stack": self.stack, "rows": len(self.rows), "families": self.families,
                 "kept_shipped": self.result.kept,
                 "checks": [c.to_dict() for c in self.result.checks],
-                "harness": harness(self.rows), "warnings": self.warnings()}
+                "harness": harness(self.rows),
+                "host": None if self.host is None else self.host.to_dict(),
+                "warnings": self.warnings()}
 
 
 def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
@@ -185,11 +212,31 @@ def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
             "device": r.device.name, "device_kind": r.device.kind, "stack": r.stack,
             "rows": len(r.rows), "harness": harness(r.rows), "folds": i.folds,
             "seed": i.seed}
+    if r.steps_path is not None:
+        prov["steps"] = str(r.steps_path)
     result = calibrate_device(shipped_calibration(), r.rows, r.device, folds=i.folds,
                               seed=i.seed, provenance=prov)
+    host = None if r.steps is None else _fit_host(r, result)
     with writing(out, "out"):
         out.write_text(result.own.to_json())
-    return CalibrateResult(r.request, result, r.device, r.rows, r.stack)
+    return CalibrateResult(r.request, result, r.device, r.rows, r.stack, host)
+
+
+def _fit_host(r: ResolvedCalibrate, result: DeviceCalibration) -> HostFit:
+    """The host speed of the measured steps, forecast with the kernel corrections (from a
+    temporary file beside --out, removed after); recorded in `result.own.host`."""
+    i, out = r.request.inputs, r.request.outputs.out
+    hardware = ({"device_spec": i.device_spec} if i.device_spec is not None
+                else {"gpu": r.device.name})
+    kernels = out.with_name(f".{out.name}.kernels.tmp")
+    try:
+        with writing(kernels, "out"):
+            kernels.write_text(result.own.to_json())
+        host = fit_host_speed(r.steps, kernels, hardware)
+    finally:
+        kernels.unlink(missing_ok=True)
+    result.own.host = host.to_dict()
+    return host
 
 
 register(CalibrateRequest, resolve_calibrate, execute_calibrate)

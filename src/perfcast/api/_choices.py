@@ -44,7 +44,7 @@ from perfcast.train import STACKS as FACTOR_STACKS
 __all__ = ["ACTIVATION_QUANT", "DEFAULT_STACKS", "KERNEL_MODELS", "Hardware", "KernelChoice",
            "EngineStackChoice", "ModelChoice", "PrecisionChoice", "ServingPrecision", "StackChoice",
            "calibration_summary", "collective_model", "default_stack", "device_from_spec",
-           "kernel_model", "machines_for",
+           "host_speed_for", "kernel_model", "machines_for",
            "precision_spec", "serving_collective_model", "user_calibration"]
 
 KERNEL_MODELS = ("calibrated", "learned", "roofline")
@@ -147,6 +147,18 @@ class EngineStackChoice(StackChoice):
                               "CPU: eager host costs are divided by it.")
 
 
+def host_speed_for(choice: EngineStackChoice, kernel_info: dict[str, Any],
+                   stack: str) -> float:
+    """The host speed a forecast divides the stack's host costs by: `--host-speed` when
+    given, else the speed a user calibration fitted for this stack on whole measured steps
+    (noted in `kernel_info`), else 1."""
+    host = kernel_info.get("calibration_host")
+    if "host_speed" in choice.model_fields_set or not host or host["stack"] != stack:
+        return choice.host_speed
+    kernel_info["host_speed_from"] = "calibration"
+    return float(host["host_speed"])
+
+
 class KernelChoice(Group):
     """How kernel times are priced: the calibrated model (plus a user calibration) or the
     plain roofline."""
@@ -236,16 +248,19 @@ def user_calibration(path: str, device: Device | None, stack: str | None = None,
                          f"forecast is for stack {stack}",
                          f"--stack {cal_stack}, or --allow-calibration-mismatch to apply it "
                          "anyway")
-    if device is not None and device.name not in own.devices:
-        mine = ", ".join(sorted(own.devices)) or "no device"
-        if not (allow_mismatch and len(own.devices) == 1):
+    measured_on = sorted({*own.devices, *([own.provenance["device"]]
+                                          if "device" in own.provenance else [])})
+    if device is not None and device.name not in measured_on:
+        mine = ", ".join(measured_on) or "no device"
+        if not (allow_mismatch and len(measured_on) == 1):
             raise InputError("calibration", f"{path} holds corrections for {mine}, not for "
                              f"{device.name}, the device forecast here",
                              f"a calibration fitted on {device.name} (`perfcast calibrate "
                              f"--device {device.name}`)" + (
-                                 ", or --allow-calibration-mismatch" if len(own.devices) == 1
+                                 ", or --allow-calibration-mismatch" if len(measured_on) == 1
                                  else ""))
-        own.devices = {device.name: next(iter(own.devices.values()))}
+        own.devices = ({device.name: next(iter(own.devices.values()))} if own.devices
+                       else {})
     own.provenance = {**own.provenance, "user_families": {
         d: sorted(fams) for d, fams in own.devices.items()}}
     return own
@@ -275,6 +290,12 @@ def calibration_summary(own: Calibration, device: Device | None) -> dict[str, An
     if "stack" not in prov:
         warnings.append("the calibration records no stack: it is applied whatever the "
                         "forecast's stack")
+    if device is not None and not out["calibration_families"]:
+        warnings.append("the calibration corrects no kernel family on this device (its "
+                        "check kept the shipped model everywhere)")
+    if own.host:
+        out["calibration_host"] = {"stack": own.host["stack"],
+                                   "host_speed": own.host["host_speed"]}
     out["calibration_warnings"] = warnings
     return out
 

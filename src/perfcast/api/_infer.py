@@ -16,6 +16,7 @@ from perfcast.api._choices import (
     KernelChoice,
     ModelChoice,
     PrecisionChoice,
+    host_speed_for,
     serving_collective_model,
 )
 from perfcast.api._engine_host import EngineHost, engine_host
@@ -119,7 +120,7 @@ def resolve_infer(request: InferRequest) -> ResolvedInfer:
     stack = request.stack.spec("infer")
     time_model, info = request.kernels.resolve(box.device, stack)
     host = engine_host(stack, request.engine.execution, request.engine.host,
-                       request.stack.host_speed)
+                       host_speed_for(request.stack, info, stack.name))
     return ResolvedInfer(request, spec, box, plan, precision, time_model, info,
                          serving_collective_model(), stack, host)
 

@@ -30,6 +30,7 @@ from perfcast.api._choices import (
     ModelChoice,
     collective_model,
     device_from_spec,
+    host_speed_for,
 )
 from perfcast.api._engine_host import engine_host
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
@@ -182,6 +183,7 @@ class StepStack:
     dispatch_s: float
     host_s: float
     overridden: tuple[str, ...]
+    host_speed: float = 1.0
 
 
 def step_stack(stack: Stack, engine: StepEngine, host_speed: float = 1.0) -> StepStack:
@@ -193,7 +195,7 @@ def step_stack(stack: Stack, engine: StepEngine, host_speed: float = 1.0) -> Ste
     overridden = tuple(name for name in ("fused", "execution")
                        if getattr(engine, name) is not None)
     return StepStack(stack, "sdpa" if stack.attention.fused else "eager", fused,
-                     host.execution, host.dispatch_s, host.step_s, overridden)
+                     host.execution, host.dispatch_s, host.step_s, overridden, host_speed)
 
 
 @dataclass(frozen=True)
@@ -240,9 +242,9 @@ def resolve_step(request: StepRequest) -> ResolvedStep | ResolvedCNNStep:
     machines = cluster_for(request.hardware.device(), gpus)
     stack = request.stack.spec("step")
     time_model, info = request.kernels.resolve(machines.device, stack)
+    speed = host_speed_for(request.stack, info, stack.name)
     return ResolvedStep(request, spec, machines, gpus, dtype, time_model, info,
-                        collective_model(), step_stack(stack, request.engine,
-                                                       request.stack.host_speed),
+                        collective_model(), step_stack(stack, request.engine, speed),
                         _seq_len(spec, w.seq_len, w.logits))
 
 
@@ -289,7 +291,8 @@ def _resolve_cnn(request: StepRequest) -> ResolvedCNNStep:
     stack = request.stack.spec("step")
     time_model, info = request.kernels.resolve(machines.device, stack)
     return ResolvedCNNStep(request, machines, dtype, time_model, info,
-                           step_stack(stack, request.engine, request.stack.host_speed))
+                           step_stack(stack, request.engine,
+                                      host_speed_for(request.stack, info, stack.name)))
 
 
 def _check_workload(w: StepWorkload) -> None:
@@ -407,7 +410,7 @@ def execute_step(r: ResolvedStep | ResolvedCNNStep) -> StepResult:
               "mode": w.mode, "context": w.context, "logits": w.logits,
               "dtype": r.dtype.value, "stack": s.stack.name, "attention": s.attention,
               "execution": str(s.execution), "fused": s.fused, "overridden": list(s.overridden),
-              "dispatch_s": s.dispatch_s, "host_speed": q.stack.host_speed,
+              "dispatch_s": s.dispatch_s, "host_speed": s.host_speed,
               "recompute": e.recompute, "optimizer": e.optimizer,
               "kernel_model": r.kernel_info}
     trace = q.outputs.trace
@@ -432,7 +435,7 @@ def _execute_cnn(r: ResolvedCNNStep) -> StepResult:
               "image_size": 224, "mode": "forward", "context": None, "logits": None,
               "dtype": r.dtype.value, "stack": s.stack.name, "attention": None,
               "execution": str(s.execution), "fused": s.fused, "overridden": list(s.overridden),
-              "dispatch_s": s.dispatch_s, "host_speed": q.stack.host_speed,
+              "dispatch_s": s.dispatch_s, "host_speed": s.host_speed,
               "recompute": False, "optimizer": None, "kernel_model": r.kernel_info}
     trace = q.outputs.trace
     if trace is not None:

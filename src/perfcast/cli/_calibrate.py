@@ -34,10 +34,34 @@ def _print(result: CalibrateResult) -> None:
                       _pct(c.calibrated_mape), _pct(c.in_sample_mape), c.status)
     console = new_console()
     console.print(table)
+    if result.host is not None:
+        _print_host(console, result)
     for line in result.warnings():
         console.print(f"warning: {line}", markup=False)
     console.print(f"wrote {result.request.outputs.out}: corrections for "
                   f"{', '.join(result.families) or 'no family'}", markup=False)
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value * 1e3:,.2f}"
+
+
+def _print_host(console, result: CalibrateResult) -> None:
+    host = result.host
+    how = ("fitted" if host.kept else "the stack's own: a fitted speed did not beat it on "
+           "held-out steps")
+    table = Table(title=f"whole steps ({host.stack}): host speed {host.host_speed:.3g} "
+                  f"({how})")
+    for col in ("step", "measured ms", "uncalibrated ms", "kernels calibrated ms",
+                "held-out ms", "held-out error"):
+        table.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
+    for s in host.steps:
+        shape = (f"{s['batch']}x ctx {s['context']}" if s["mode"] == "decode"
+                 else f"{s['batch']}x{s['seq_len']}" if s["seq_len"] else f"{s['batch']}")
+        table.add_row(f"{s['mode']} {shape}", _ms(s["measured_s"]), _ms(s["uncalibrated_s"]),
+                      _ms(s["kernels_only_s"]), _ms(s["held_out_s"]),
+                      _pct(s["held_out_error"]))
+    console.print(table)
 
 
 @guarded
@@ -50,6 +74,9 @@ def calibrate(
     stack: Annotated[str | None, typer.Option(
         help="Software stack the kernels were timed through (`perfcast stacks`); default: "
              "hf-transformers for torch-timed rows, none for numpy kernels.")] = None,
+    steps: Annotated[Path | None, typer.Option(
+        help="Whole steps timed by `perfcast measure --model` (<out>.steps.json), to fit the "
+             "stack's host speed; default: the one beside --measurements, if any.")] = None,
     folds: Annotated[int, typer.Option(
         help="Cross-validation folds of the check against the shipped model.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the folds.")] = 0,

@@ -99,6 +99,10 @@ class Calibration:
     residuals: dict[str, ResidualGrid] = field(default_factory=dict)
     devices: dict[str, dict[str, DeviceCorrection]] = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    # A user calibration's composition term, fitted on whole steps timed on the device
+    # (`perfcast measure --model`): {"stack": name, "host_speed": factor, "steps": [...]};
+    # empty when none was measured (and in shipped calibrations).
+    host: dict = field(default_factory=dict)
 
     def tier_for(self, device: str) -> str:
         return TARGET_MEASURED if device in self.devices else CROSS_GENERATION
@@ -111,6 +115,8 @@ class Calibration:
             "devices": {d: {f: c.to_dict() for f, c in sorted(fams.items())}
                         for d, fams in sorted(self.devices.items())},
         }
+        if self.host:
+            data["host"] = self.host
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @classmethod
@@ -124,7 +130,7 @@ class Calibration:
             residuals={k: ResidualGrid.from_dict(v) for k, v in data["residuals"].items()},
             devices={d: {f: DeviceCorrection.from_dict(c) for f, c in fams.items()}
                      for d, fams in data["devices"].items()},
-            provenance=data["provenance"])
+            provenance=data["provenance"], host=data.get("host", {}))
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
@@ -149,7 +155,8 @@ class Calibration:
         devices = {d: {**self.devices.get(d, {}), **other.devices.get(d, {})}
                    for d in sorted(set(self.devices) | set(other.devices))}
         prov = {**self.provenance, "merged": other.provenance}
-        return Calibration(self.families, self.residuals, devices, prov)
+        return Calibration(self.families, self.residuals, devices, prov,
+                           other.host or self.host)
 
 
 _TEXT = ("layer", "op", "family", "phase", "dtype")

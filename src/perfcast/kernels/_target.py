@@ -22,6 +22,7 @@ from perfcast.kernels._calibration import (
     add_target_corrections,
     measurement_ops,
 )
+from perfcast.kernels._physics import variants
 from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Device
 
@@ -129,7 +130,8 @@ def _check(base: Calibration, rows: pd.DataFrame, device: Device, key: str,
            folds: int, seed: int) -> tuple[FamilyCheck, dict]:
     """Cross-validate one family x dtype; (its check, the corrections to keep: {} if none)."""
     specs = {device.name: device}
-    default_op = str(measurement_ops(rows)["op"].value_counts().sort_index()
+    kernels = pd.Series(variants(measurement_ops(rows))).str.rsplit("/", n=1).str[0]
+    default_op = str(kernels.value_counts().sort_index()
                      .sort_values(ascending=False, kind="stable").index[0])
     n_shapes = len(set(_shape_folds(rows, max(len(rows), 1), seed)))
     k = min(folds, n_shapes)

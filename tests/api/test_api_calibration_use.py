@@ -55,7 +55,7 @@ def test_another_stack_is_refused_naming_both(slow_gemm_file):
     assert err.value.field == "calibration"
     assert "stack vllm" in str(err.value) and "stack trtllm" in str(err.value)
     forced = _infer(stack="trtllm", calibration=str(slow_gemm_file),
-                    allow_calibration_mismatch=True)
+                    force_calibration=True)
     assert forced.payload()["inputs"]["kernel_model"]["calibration_families"] == ["gemm/bf16"]
 
 
@@ -66,15 +66,15 @@ def test_another_device_is_refused_unless_allowed(slow_gemm_file):
     assert "h100-sxm" in str(err.value) and "h200-sxm" in str(err.value)
     forced = run(InferRequest.from_options(model="llama-2-7b", gpu="h200-sxm", stack="vllm",
                                            calibration=str(slow_gemm_file),
-                                           allow_calibration_mismatch=True))
+                                           force_calibration=True))
     plain = run(InferRequest.from_options(model="llama-2-7b", gpu="h200-sxm", stack="vllm"))
     assert forced.payload()["tpot_s"] > plain.payload()["tpot_s"]
 
 
 def test_the_override_alone_is_refused():
     with pytest.raises(InputError) as err:
-        _infer(allow_calibration_mismatch=True)
-    assert err.value.field == "allow_calibration_mismatch"
+        _infer(force_calibration=True)
+    assert err.value.field == "force_calibration"
 
 
 def test_a_file_from_the_old_harness_loads_with_a_warning(slow_gemm_file, tmp_path):

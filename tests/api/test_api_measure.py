@@ -44,12 +44,15 @@ def measured(tmp_path_factory) -> MeasureResult:
 
 def test_defaults_are_the_cli_defaults():
     assert MeasureRequest.from_options(out="m.csv").options() == {
-        "device": "cpu", "backend": None, "quick": False, "repeats": 5, "seed": 0,
+        "device": "cpu", "backend": None, "model": None, "model_config": None, "stack": None,
+        "batch": 1, "seq_len": 128, "context": None, "dtype": None, "optimizer": "adam",
+        "modes": None, "runners": None, "quick": False, "repeats": 5, "seed": 0,
         "out": Path("m.csv"), "force": False}
     assert CalibrateRequest.from_options(measurements="m.csv", device="h100-sxm",
                                          out="c.json").options() == {
         "measurements": Path("m.csv"), "device": "h100-sxm", "device_spec": None,
-        "stack": None, "folds": 5, "seed": 0, "out": Path("c.json"), "force": False}
+        "stack": None, "steps": None, "folds": 5, "seed": 0, "out": Path("c.json"),
+        "force": False}
 
 
 def test_measure_through_run_writes_the_files(measured):

@@ -17,7 +17,7 @@ def test_all_scenarios_are_supported(results):
     bad = {r.id: (r.status, r.errors, [v.name for v in r.values if v.value is None])
            for r in results if r.status != "supported"}
     assert not bad
-    assert len(results) == 43
+    assert len(results) == 44
 
 
 def test_numeric_targets_are_finite(results):

@@ -55,7 +55,7 @@ def test_results_are_deterministic():
 def test_the_scenarios_of_scenarios_md_ship_with_real_option_names():
     scenarios = builtin_scenarios()
     ids = [s.id for s in scenarios]
-    assert len(ids) == 43 == len(set(ids))
+    assert len(ids) == 44 == len(set(ids))
     assert ids[:3] == ["T1.1", "T1.2", "T1.3"] and ids[-3:] == ["S1", "S2", "S7"]
     for s in scenarios:  # every run is a valid request (names and types)
         for options in s.runs().values():

@@ -81,6 +81,7 @@ from perfcast.api._infer import (
     ResolvedInfer,
 )
 from perfcast.api._measure import (
+    MeasureModel,
     MeasureOutputs,
     MeasureRequest,
     MeasureResult,
@@ -97,6 +98,12 @@ from perfcast.api._rag import (
     RagResult,
     RagWorkload,
     ResolvedRag,
+)
+from perfcast.api._selfcheck import (
+    SelfCheckOutputs,
+    SelfCheckRequest,
+    SelfCheckResult,
+    SelfCheckWorkload,
 )
 from perfcast.api._serve import (
     Colocation,
@@ -153,6 +160,7 @@ __all__ = [
     "StepRequest", "StepResult", "StepWorkload",
     "AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest", "AccelWorkload",
     "CollectiveHardware", "CollectiveRequest", "CollectiveResult", "CpuMeasurement",
+    "SelfCheckOutputs", "SelfCheckRequest", "SelfCheckResult", "SelfCheckWorkload",
     "CpuRequest", "CpuResult", "CpuWorkload", "DiffusionImage", "DiffusionRequest",
     "DiffusionResult", "DiffusionSampler", "RagEngine", "RagIndex", "RagModels", "RagPlan",
     "RagRequest", "RagResult", "RagWorkload", "ResolvedAccel", "ResolvedCollective",
@@ -166,6 +174,7 @@ __all__ = [
     "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult", "TrainSweepResult",
     "TrainWorkload",
     "CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
-    "MeasureOutputs", "MeasureRequest", "MeasureResult", "MeasureSweep", "MeasureTarget",
+    "MeasureModel", "MeasureOutputs", "MeasureRequest", "MeasureResult", "MeasureSweep",
+    "MeasureTarget",
     "ResolvedCalibrate", "ResolvedMeasure",
 ]

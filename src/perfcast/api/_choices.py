@@ -168,19 +168,19 @@ class KernelChoice(Group):
                               "it, issue 18) or roofline.")
     calibration: str | None = Field(None, description="Extra calibration JSON from "
                                     "`perfcast calibrate`.")
-    allow_calibration_mismatch: bool = Field(
+    force_calibration: bool = Field(
         False, description="Apply --calibration although it was fitted on another device "
         "or stack (its corrections then stand for this device's).")
 
     def resolve(self, device: Device | None = None, stack: Stack | None = None):
         """(the kernel time model, a description of it for the payload); with a stack, its
         families priced from the stack's kernel sources and described per family."""
-        if self.allow_calibration_mismatch and not self.calibration:
-            raise InputError("allow_calibration_mismatch", "only applies with --calibration",
+        if self.force_calibration and not self.calibration:
+            raise InputError("force_calibration", "only applies with --calibration",
                              "omit it, or give --calibration FILE")
         model, info = kernel_model(self.kernel_model, self.calibration, device,
                                    None if stack is None else stack.name,
-                                   self.allow_calibration_mismatch)
+                                   self.force_calibration)
         if stack is None:
             return model, info
         user = _user_families(model, device) if self.calibration else frozenset()
@@ -246,7 +246,7 @@ def user_calibration(path: str, device: Device | None, stack: str | None = None,
             and not allow_mismatch:
         raise InputError("calibration", f"{path} was fitted on stack {cal_stack}; this "
                          f"forecast is for stack {stack}",
-                         f"--stack {cal_stack}, or --allow-calibration-mismatch to apply it "
+                         f"--stack {cal_stack}, or --force-calibration to apply it "
                          "anyway")
     measured_on = sorted({*own.devices, *([own.provenance["device"]]
                                           if "device" in own.provenance else [])})
@@ -257,7 +257,7 @@ def user_calibration(path: str, device: Device | None, stack: str | None = None,
                              f"{device.name}, the device forecast here",
                              f"a calibration fitted on {device.name} (`perfcast calibrate "
                              f"--device {device.name}`)" + (
-                                 ", or --allow-calibration-mismatch" if len(measured_on) == 1
+                                 ", or --force-calibration" if len(measured_on) == 1
                                  else ""))
         own.devices = ({device.name: next(iter(own.devices.values()))} if own.devices
                        else {})

@@ -31,13 +31,12 @@ __all__ = ["OUTPUT_SWITCHES", "CalibrationMismatchOption", "CalibrationOption", 
 
 # Options several forecasting commands share, declared once.
 KernelModelOption = Annotated[str, typer.Option(
-    "--kernel-model", help="calibrated (fitted physical model), learned (trees over it) "
-    "or roofline.")]
+    "--kernel-model", help="calibrated (physical model), learned (trees over it) or "
+    "roofline.")]
 CalibrationOption = Annotated[str | None, typer.Option(
     help="Extra calibration JSON from `perfcast calibrate`.")]
 CalibrationMismatchOption = Annotated[bool, typer.Option(
-    "--allow-calibration-mismatch", help="Apply --calibration although it was fitted on "
-    "another device or stack.")]
+    "--force-calibration", help="Apply a --calibration of another device or stack.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (= --format json).")]
 FormatOption = Annotated[str | None, typer.Option(
     "--format", help="table (the default), json, csv or md.")]
@@ -48,13 +47,12 @@ BROKEN_PIPE_EXIT = 141  # the shell's code for a writer whose reader left (128 +
 HostOption = Annotated[str, typer.Option(
     help=f"Per-step host overhead of the serving engine: {', '.join(HOST_PROFILES)}.")]
 StackHostOption = Annotated[str | None, typer.Option(
-    "--host", help=f"Per-step host overhead of the serving engine: "
-    f"{', '.join(HOST_PROFILES)} (default: the stack's).")]
+    "--host", help=f"Engine host overhead per step: {', '.join(HOST_PROFILES)} (default: "
+    "the stack's).")]
 StackOption = Annotated[str | None, typer.Option(
     help="Software stack (`perfcast stacks`); default: the question's.")]
 HostSpeedOption = Annotated[float, typer.Option(
-    help="Host CPU speed relative to the stack's reference CPU (eager host costs divide by "
-         "it).")]
+    help="Host CPU speed vs the stack's reference (divides host costs).")]
 
 
 def to_input_error(exc: ValidationError, prefix: str = "") -> InputError:

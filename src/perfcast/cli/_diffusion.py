@@ -65,7 +65,7 @@ def diffusion(
         help="Kernel launch mode.", rich_help_panel=KERNELS)] = Execution.EAGER,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
-    allow_calibration_mismatch: CalibrationMismatch = False,
+    force_calibration: CalibrationMismatch = False,
 ) -> None:
     """Forecast latency per image: text encoders + steps x UNet + VAE decode."""
     answer(DiffusionRequest, locals(), _print)

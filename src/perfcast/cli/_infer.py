@@ -74,7 +74,12 @@ def _print(result: InferResult) -> None:
     for row in f.breakdown().itertuples():
         table.add_row(row.phase, row.family, f"{row.total_s:.6f}", f"{row.share:.1%}")
     console.print(table)
-    for note in f.notes:
+    _print_notes(console, f.notes, km)
+
+
+def _print_notes(console, notes, km: dict) -> None:
+    """The forecast's notes, its stack line and what a user calibration changed."""
+    for note in notes:
         console.print(f"note: {note}")
     line = stack_summary(km)
     if line:
@@ -117,7 +122,7 @@ def infer(
     host: Host = None,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
-    allow_calibration_mismatch: CalibrationMismatch = False,
+    force_calibration: CalibrationMismatch = False,
     json_out: Json = False,
     format_out: Format = None,
 ) -> None:

@@ -95,6 +95,9 @@ COMMANDS = (
     CommandEntry("accel", "_accel", "accel",
                  "Map a model's layers onto an accelerator: cycles, utilisation, energy "
                  "breakdown."),
+    CommandEntry("selfcheck", "_selfcheck", "selfcheck",
+                 "Measure a model's kernels and steps here, calibrate, and report the error "
+                 "before and after (S8)."),
     CommandEntry("cpu", "_cpu", "cpu",
                  "Forecast a model's forward on this CPU (target-measured), then measure it "
                  "(torch)."),

@@ -1,5 +1,6 @@
-"""`perfcast measure`: time the op families on this machine into a measurement file
-(`perfcast.api.MeasureRequest` does the work)."""
+"""`perfcast measure`: time the op families on this machine into a measurement file, or with
+--model the model's own kernels plus its whole steps (`perfcast.api.MeasureRequest` does the
+work)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,25 @@ def _print(result: MeasureResult) -> None:
         peaks = ", ".join(f"{d} {p / 1e9:,.0f} GFLOP/s" for d, p in spec.dense_peak_flops.items())
         console.print(f"device {spec.name} ({spec.arch}): peak {peaks}; memory bandwidth "
                       f"{spec.hbm_bandwidth_bps / 1e9:,.1f} GB/s")
-    console.print(f"wrote {result.path}" + (f" and {result.device_path}"
-                                            if result.device_path is not None else ""))
+    if result.steps is not None:
+        console.print(_steps_table(result))
+    written = [p for p in (result.path, result.device_path, result.steps_path) if p]
+    console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _steps_table(result: MeasureResult) -> Table:
+    """The whole steps timed with --model, and the kernels they launch."""
+    plan, model = result.plan, result.payload()["model"]
+    table = Table(title=f"{plan.model} steps on {plan.stack} ({plan.dtype}); kernel ops "
+                  f"not timed: {', '.join(plan.skipped_ops) or 'none'}")
+    for col in ("runner", "mode", "batch", "seq_len", "context", "kernels", "measured ms"):
+        table.add_column(col, justify="left" if col in ("runner", "mode") else "right")
+    for step in model["steps"]:
+        table.add_row(step["runner"], step["mode"], str(step["batch"]),
+                      *("-" if step[k] is None else str(step[k]) for k in ("seq_len", "context")),
+                      str(step["kernels"]), f"{step['measured_s'] * 1e3:,.2f}"
+                      + ("" if step["quiet"] is not False else " (busy)"))
+    return table
 
 
 @guarded
@@ -53,16 +71,43 @@ def measure(
     quick: Annotated[bool, typer.Option("--quick", help="A small sweep (seconds).")] = False,
     repeats: Annotated[int, typer.Option(help="Timed repeats per shape (median kept).")] = 5,
     seed: Annotated[int, typer.Option(help="Seed for the shape list and data.")] = 0,
+    model: Annotated[str | None, typer.Option(
+        help="Time this model's own kernels and whole steps (gpt2, gpt2-medium, resnet18) "
+             "into <out> and <out>.steps.json.")] = None,
+    model_config: Annotated[str | None, typer.Option(
+        help="Path to a GPT-2-type HF config.json instead of --model.")] = None,
+    stack: Annotated[str | None, typer.Option(
+        help="Software stack the steps emulate: hf-transformers (the default; SDPA) or "
+             "hf-transformers-legacy (eager attention).")] = None,
+    batch: Annotated[int, typer.Option(help="Sequences (images) per step.")] = 1,
+    seq_len: Annotated[int, typer.Option(
+        help="Tokens per sequence of the forward and training steps.")] = 128,
+    context: Annotated[int | None, typer.Option(
+        help="Cached tokens of the decode step (default: --seq-len).")] = None,
+    dtype: Annotated[str | None, typer.Option(
+        help="Step dtype: fp32 on cpu; bf16 (default), fp16 or fp32 on cuda.")] = None,
+    optimizer: Annotated[str, typer.Option(
+        help="Training step's optimizer: adam or sgd.")] = "adam",
+    modes: Annotated[str | None, typer.Option(
+        help="Steps to time, comma-separated: forward, decode, training (default: all the "
+             "model has).")] = None,
+    runners: Annotated[str | None, typer.Option(
+        help="Who runs the steps, comma-separated: perfcast (hand-written torch models), "
+             "transformers (HF's own; default both when installed).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:
     """Time gemm, elementwise, activation, softmax and norm kernels on this machine into a
-    measurement file (perfcast's store schema), with the device spec in <out>.device.json."""
+    measurement file (perfcast's store schema), with the device spec in <out>.device.json.
+    With --model: the model's own kernels (perfcast's op tables for the stack), and its
+    forward, decode and training steps timed end to end into <out>.steps.json."""
     request = MeasureRequest.from_options(cli_options(locals()))
     fmt = output_format(json_out, format_out)
     try:
-        with progress_bar("measure: shapes", fmt == "json") as bar:
+        label = "measure: shapes" if model is None and model_config is None else \
+            "measure: kernels + steps"
+        with progress_bar(label, fmt == "json") as bar:
             result = run(request, progress=bar)
     except KeyboardInterrupt as stop:
         interrupted(_kept(stop))

@@ -89,7 +89,7 @@ def rag(
     host: Host = "vllm-v0",
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
-    allow_calibration_mismatch: CalibrationMismatch = False,
+    force_calibration: CalibrationMismatch = False,
 ) -> None:
     """Forecast a RAG request's end-to-end latency: embed, search, prefill, decode."""
     answer(RagRequest, locals(), _print)

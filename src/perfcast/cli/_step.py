@@ -48,7 +48,7 @@ def step(
         help="Catalog GPU name (see `hardware list`); default a100-sxm4-80gb.")] = None,
     device_spec: Annotated[Path | None, typer.Option(
         help="Device spec JSON instead of --gpu (`perfcast measure` writes "
-             "<out>.device.json).")] = None,
+             "<out>.device.json).", rich_help_panel=KERNELS)] = None,
     batch: Annotated[int, typer.Option(help="Sequences in the batch (global, across dp).")] = 1,
     seq_len: Annotated[int | None, typer.Option(
         help="Tokens per sequence (default 512; a ViT's: its image's patches + CLS).")] = None,
@@ -82,7 +82,7 @@ def step(
         rich_help_panel=PLAN)] = 1,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
-    allow_calibration_mismatch: CalibrationMismatch = False,
+    force_calibration: CalibrationMismatch = False,
     trace: Annotated[Path | None, typer.Option(
         help="Write a Chrome-trace/Perfetto JSON of the step here.",
         rich_help_panel=OUTPUT)] = None,

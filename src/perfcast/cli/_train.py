@@ -107,7 +107,7 @@ def train(
              "the memory breakdown) instead of refusing it.", rich_help_panel=MODES)] = False,
     kernel_model: KernelModel = "calibrated",
     calibration: Calibration = None,
-    allow_calibration_mismatch: CalibrationMismatch = False,
+    force_calibration: CalibrationMismatch = False,
     stack: Annotated[str | None, typer.Option(
         help="Training software stack (`perfcast stacks`; default megatron-core): its kernel "
              "sources and model-state dtypes; llm-foundry adds kernel-time factors fitted on "

@@ -31,6 +31,7 @@ from perfcast.validate import (
     TARGETS,
     TRAINING_TARGET_MAPE,
     ValidationReport,
+    calibration_report,
     check_out_dir,
     collectives_report,
     kernels_report,
@@ -176,6 +177,51 @@ def _print_stack_kernels(report: ValidationReport, out: Console) -> None:
     out.print(f"target (issue 17): median MAPE <= {report.extras['target_mape']:.0%} per "
               "family on the vllm and sglang tables; before = the shipped default "
               "calibration without the held-out device's own corrections")
+
+
+@validate_app.command("calibration")
+@guarded
+def calibration_cmd(
+    quick: Annotated[bool, typer.Option(
+        help="A CI-sized run: a few devices, rows capped per family x dtype.")] = False,
+    source: Annotated[str, typer.Option(
+        help="Measurement store: default (kernels.parquet), vllm, sglang, or all.")
+                      ] = "default",
+    out: Annotated[Path | None, typer.Option(
+        help="Directory for calibration.md / calibration.csv.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the 10% sample and the fits' rows.")] = 0,
+    json_out: JsonOption = False,
+    format_out: FormatOption = None,
+) -> None:
+    """Per device x family: a calibration fitted on 10% of the device's rows (as `perfcast
+    calibrate` fits it) against no calibration, on the other 90%, beside the roofline."""
+    fmt = output_format(json_out, format_out)
+    with _running("calibration: held-out devices", out, fmt == "json") as bar:
+        report = calibration_report(quick, source, out, seed, progress=bar)
+    _emit(report, fmt, _print_calibration)
+
+
+def _print_calibration(report: ValidationReport, out: Console) -> None:
+    rows = report.rows
+    table = Table(title="Calibrated on 10% of the device's rows vs uncalibrated, MAPE on "
+                        "the other 90% (per family)")
+    methods = ("roofline", "uncalibrated", "unchecked", "calibrated")
+    for col in ("source", "device", "family", "sampled", "n", *methods, "status", "verdict"):
+        table.add_column(col, justify="right" if col in ("sampled", "n", *methods)
+                         else "left")
+    for r in rows[~rows["group"].str.contains("/", regex=False)].itertuples(index=False):
+        d = r._asdict()
+        table.add_row(r.source, r.device, r.group, str(r.sampled), str(r.n),
+                      *(_pct(d[f"{m}_mape"]) for m in methods), r.status, r.verdict)
+    out.print(table)
+    summary = Table(title="(device, group) pairs: calibrated better / tie (kept) / worse "
+                          "than uncalibrated")
+    for col in ("source", "level", "devices", "pairs", "better", "tie", "worse"):
+        summary.add_column(col, justify="left" if col in ("source", "level") else "right")
+    for r in report.extras["summary"].itertuples(index=False):
+        summary.add_row(r.source, r.level, *(str(v) for v in (r.devices, r.pairs, r.better,
+                                                              r.tie, r.worse)))
+    out.print(summary)
 
 
 def _models_table(rows) -> Table:

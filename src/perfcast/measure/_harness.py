@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -32,10 +31,10 @@ from perfcast.errors import InputError
 from perfcast.measure._cpu import CPU_DEVICE_NAME, _median_ns
 from perfcast.measure._schema import STORE_COLUMNS, check_measurements
 from perfcast.progress import ProgressFn
-from perfcast.specs import bytes_per_element, get_device
+from perfcast.specs import bytes_per_element
 
 __all__ = ["FAMILIES", "THREAD_ENV_VARS", "SweepInterrupted", "blas_description",
-           "family_cost", "run_cpu_sweep", "run_gpu_sweep", "sweep_shapes"]
+           "family_cost", "run_cpu_sweep", "sweep_shapes"]
 
 FAMILIES = ("gemm", "elementwise", "activation", "softmax", "norm")
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -352,94 +351,11 @@ def run_cpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
 # ---------------------------------------------------------------- GPU (torch, optional)
 
 
-def _gpu_device_name(raw: str) -> str:
-    try:
-        return get_device(raw).name
-    except InputError:
-        return raw
+def __getattr__(name: str) -> Any:
+    """`run_gpu_sweep` lives in perfcast.measure._gpu (CUDA-graph and eager timings of the
+    kernel cases), which builds on this module: served from there, lazily, on the old path."""
+    if name == "run_gpu_sweep":
+        from perfcast.measure._gpu import run_gpu_sweep
 
-
-def run_gpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
-                  families: Iterable[str] | None = None,
-                  shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
-                  gemm_dtypes: Sequence[str] = ("fp32", "fp16", "bf16"),
-                  vector_dtypes: Sequence[str] = ("fp32", "bf16"),
-                  progress: ProgressFn | None = None) -> pd.DataFrame:
-    """The same families on the current CUDA GPU with torch (imported lazily; not a perfcast
-    dependency): one eager kernel between CUDA events, median of `repeats` after warm-up,
-    timing 'cuda_event'. fp32 GEMMs run without TF32. The device column is the catalog name
-    when `get_device` resolves the GPU's name, else the raw name. InputError without torch or
-    a GPU. `progress(done, total)` is called after each row; Ctrl-C raises SweepInterrupted
-    with the rows timed so far."""
-    _check_repeats(repeats)
-    try:
-        import torch
-    except ImportError:
-        raise InputError("device", "cuda measurements need PyTorch with CUDA (torch is not "
-                         "installed)", ["cpu"]) from None
-    if not torch.cuda.is_available():
-        raise InputError("device", "torch sees no CUDA GPU", ["cpu"])
-    plan = _select(families, shapes, quick, seed, gpu=True)
-    torch_dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-    for field, dtypes in (("gemm_dtypes", gemm_dtypes), ("vector_dtypes", vector_dtypes)):
-        bad = sorted(set(dtypes) - set(torch_dtypes))
-        if bad:
-            raise InputError(field, f"unsupported dtypes {bad}", list(torch_dtypes))
-    fn = torch.nn.functional
-    dev = torch.device("cuda")
-    raw_name = torch.cuda.get_device_name(dev)
-    device = _gpu_device_name(raw_name)
-    source_file = (f"perfcast measure (torch {torch.__version__}, CUDA {torch.version.cuda}, "
-                   f"{raw_name})")
-    gen = torch.Generator(device=dev).manual_seed(seed)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def kernel(family: str, m: int, n: int, k: int, dtype: Any) -> Callable[[], object]:
-        def rand(*shape: int) -> Any:
-            return torch.randn(shape, generator=gen, device=dev, dtype=dtype)
-
-        if family == "gemm":
-            a, b, c = rand(m, k), rand(k, n), torch.empty((m, n), device=dev, dtype=dtype)
-            return lambda: torch.matmul(a, b, out=c)
-        x, out = rand(m, n), torch.empty((m, n), device=dev, dtype=dtype)
-        if family == "elementwise":
-            y = rand(m, n)
-            return lambda: torch.add(x, y, out=out)
-        if family == "activation":
-            return lambda: fn.gelu(x, approximate="tanh")
-        if family == "softmax":
-            return lambda: torch.softmax(x, dim=-1)
-        gamma, beta = rand(n), rand(n)
-        return lambda: fn.layer_norm(x, (n,), gamma, beta)
-
-    def time_gpu(call: Callable[[], object]) -> float:
-        for _ in range(3):
-            call()
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(repeats):
-            start.record()
-            call()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3)
-        return statistics.median(samples)
-
-    def row(family: str, dtype: str, shape: Shape, last: bool) -> dict[str, Any]:
-        m, n, k = shape
-        latency = time_gpu(kernel(family, m, n, k, torch_dtypes[dtype]))
-        if last:  # of its family and dtype: their tensors are freed
-            torch.cuda.empty_cache()
-        return _row(source_file=source_file, device=device, family=family, dtype=dtype,
-                    m=m, n=n, k=k, timing="cuda_event", latency_s=latency)
-
-    cases = [partial(row, family, dtype, shape, i == len(family_shapes) - 1)
-             for family, family_shapes in plan.items()
-             for dtype in (gemm_dtypes if family == "gemm" else vector_dtypes)
-             for i, shape in enumerate(family_shapes)]
-    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        return _timed(cases, progress)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        return run_gpu_sweep
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

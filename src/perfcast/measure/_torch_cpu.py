@@ -12,6 +12,7 @@ torch is imported inside the functions: perfcast itself never needs it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -61,6 +62,7 @@ _WARM_NS = 5_000_000
 _MAX_WARM, _MAX_INNER = 8, 10_000
 _UNDISTURBED, _MAX_TRIES = 0.93, 4  # thread CPU / wall of an undisturbed repeat; retries
 _PRIME_BYTES = 30 * 2**20  # allocator priming (see _prime_allocator)
+_MAX_COPIES = 64  # weight copies a cold `linear` cycles through, at most
 
 
 # ---------------------------------------------------------------- shapes
@@ -164,10 +166,21 @@ def _vector_cost(op: str, m: int, n: int) -> tuple[float, float]:
     return _FLOPS_PER_ELEM.get(op, 1.0) * elems, ELEM_BYTES * tensors * elems
 
 
-def torch_kernel(op: str, shape: Sequence[int], gen: Any
+def _weight_copies(weight_bytes: float, cold_bytes: float) -> int:
+    """Copies of a weight whose total passes `cold_bytes` (the last-level cache, say), so
+    calls that cycle through them read weights from memory as a model's step does (each
+    layer's weights are read once per step); 1 when `cold_bytes` is 0."""
+    if cold_bytes <= 0:
+        return 1
+    return int(min(_MAX_COPIES, max(1, math.ceil(cold_bytes / max(weight_bytes, 1.0)) + 1)))
+
+
+def torch_kernel(op: str, shape: Sequence[int], gen: Any, cold_bytes: float = 0.0
                  ) -> tuple[Callable[[], object], dict[str, float]]:
     """A zero-argument torch call for one sweep point and its store coordinates
-    (b, m, n, k, flops, bytes), on seeded random fp32 data."""
+    (b, m, n, k, flops, bytes), on seeded random fp32 data. With `cold_bytes` > 0, a
+    `linear` cycles through enough weight copies to exceed that many bytes (weights read
+    from memory, not cache)."""
     import torch
     import torch.nn.functional as F  # noqa: N812
 
@@ -177,8 +190,10 @@ def torch_kernel(op: str, shape: Sequence[int], gen: Any
     e = ELEM_BYTES
     if op == "linear":  # HF Conv1D / nn.Linear with bias: one addmm
         m, n, k = shape
-        x, w, bias = rand(m, k), rand(k, n), rand(n)
-        return (lambda: torch.addmm(bias, x, w)), dict(
+        x, bias = rand(m, k), rand(n)
+        weights = itertools.cycle([rand(k, n) for _ in range(
+            _weight_copies(e * k * n, cold_bytes))])
+        return (lambda: torch.addmm(bias, x, next(weights))), dict(
             b=1, m=m, n=n, k=k, flops=2.0 * m * n * k, bytes=e * (m * k + k * n + m * n))
     if op == "bmm":  # matmul of [1, b, m, k] x [1, b, k, n]
         b, m, n, k = shape
@@ -323,10 +338,10 @@ def measure_torch_dispatch_s(repeats: int = 7, inner: int = 2000) -> float:
     return statistics.median(samples[1:]) / 1e9
 
 
-def _torch_row(op: str, shape: Sequence[int], gen: Any, repeats: int, source_file: str
-               ) -> dict[str, Any]:
+def _torch_row(op: str, shape: Sequence[int], gen: Any, repeats: int, source_file: str,
+               cold_bytes: float = 0.0) -> dict[str, Any]:
     """One sweep point's kernel built and timed: its store row."""
-    fn, coords = torch_kernel(op, shape, gen)
+    fn, coords = torch_kernel(op, shape, gen, cold_bytes)
     latency = time_torch_call(fn, repeats)
     row: dict[str, Any] = dict.fromkeys(STORE_COLUMNS, 0.0)
     row.update(source="local", source_file=source_file, split="", device=CPU_DEVICE_NAME,
@@ -338,13 +353,16 @@ def _torch_row(op: str, shape: Sequence[int], gen: Any, repeats: int, source_fil
 
 def run_torch_cpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
                         ops: Iterable[str] | Mapping[str, Sequence[Sequence[int]]] | None = None,
-                        progress: ProgressFn | None = None) -> pd.DataFrame:
+                        progress: ProgressFn | None = None,
+                        cold_bytes: float = 0.0) -> pd.DataFrame:
     """Time the eager-vocabulary kernels with torch on one CPU thread; rows in STORE_COLUMNS
     (device 'local-cpu', fp32, timing 'cpu_wallclock': median over `repeats` of the mean
     per-call wall time, after warm-up). `ops` narrows the sweep to some op names, or gives
     {op: [shape, ...]} (shape tuples as in `torch_sweep_shapes`). Quick: ~10 s; full: about
     1-2 minutes on one core. InputError when torch is not installed. `progress(done, total)`
-    is called after each row; Ctrl-C raises SweepInterrupted with the rows timed so far."""
+    is called after each row; Ctrl-C raises SweepInterrupted with the rows timed so far.
+    `cold_bytes` > 0: `linear` weights are read from memory (see `torch_kernel`), as in a
+    model's step, whose layers each read their own weights once."""
     _check_repeats(repeats)
     plan = _plan(ops, quick, seed)
     torch = _import_torch()
@@ -353,5 +371,6 @@ def run_torch_cpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
         _prime_allocator()
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
-            return _timed([partial(_torch_row, op, shape, gen, repeats, source_file)
-                           for op, shapes in plan.items() for shape in shapes], progress)
+            return _timed([partial(_torch_row, op, shape, gen, repeats, source_file,
+                                   cold_bytes) for op, shapes in plan.items()
+                           for shape in shapes], progress)

@@ -6,9 +6,12 @@ them. A public submodule, not re-exported by perfcast.measure: importing it need
 `ResNet18` follows torchvision's ResNet-18 (BasicBlocks, in-place ReLU, `out += identity`)
 and `GPT2` HF's eager GPT2LMHeadModel (Conv1D addmm projections, explicit q@k^T, a division
 by sqrt(head_dim), the causal `torch.where` mask, softmax, `gelu_new` as eight kernels, a
-tied lm_head over all positions). Every kernel goes through `_k(op, fn, ...)`, which runs it
-and, inside `trace_kernels()`, records it under its eager-vocabulary op name so each kernel
-can be replayed and timed alone. torchvision and transformers are not needed.
+tied lm_head over all positions). `GPT2Config(attention="sdpa")` runs HF's SDPA path instead
+(one `scaled_dot_product_attention`, the DynamicCache concatenation of an eval forward), and
+`GPT2.decode` one generate() step over a KV cache (`GPT2.prefill` builds it). Every kernel goes
+through `_k(op, fn, ...)`, which runs it and, inside `trace_kernels()`, records it under its
+eager-vocabulary op name so each kernel can be replayed and timed alone. torchvision and
+transformers are not needed.
 """
 
 from __future__ import annotations
@@ -122,6 +125,8 @@ class GPT2Config:
     n_layer: int = 12
     n_head: int = 12
     layer_norm_epsilon: float = 1e-5
+    n_inner: int | None = None  # MLP width; None: 4 x n_embd
+    attention: str = "eager"  # "eager" (materialised scores) or "sdpa" (HF's SDPA path)
 
 
 class Conv1D(nn.Module):
@@ -143,6 +148,9 @@ def _merge_heads(t: torch.Tensor) -> torch.Tensor:
     return t.permute(0, 2, 1, 3).contiguous()
 
 
+Past = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: cached keys, values
+
+
 class GPT2Attention(nn.Module):
     def __init__(self, cfg: GPT2Config):
         super().__init__()
@@ -151,6 +159,7 @@ class GPT2Attention(nn.Module):
             1, 1, n, n), persistent=False)
         self.embed_dim, self.num_heads = cfg.n_embd, cfg.n_head
         self.head_dim = cfg.n_embd // cfg.n_head
+        self.sdpa = cfg.attention == "sdpa"
         self.c_attn = Conv1D(3 * cfg.n_embd, cfg.n_embd)
         self.c_proj = Conv1D(cfg.n_embd, cfg.n_embd)
         self.attn_dropout, self.resid_dropout = nn.Dropout(0.1), nn.Dropout(0.1)
@@ -159,8 +168,24 @@ class GPT2Attention(nn.Module):
         return t.view(t.size()[:-1] + (self.num_heads, self.head_dim)).permute(0, 2, 1, 3)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.attend(hidden)[0]
+
+    def attend(self, hidden: torch.Tensor, past: tuple | None = None, use_cache: bool = False
+               ) -> tuple[torch.Tensor, tuple | None]:
+        """The attention output and, with `use_cache`, the keys and values now cached (the
+        past's with this step's appended: one copy each, as HF's DynamicCache does)."""
         query, key, value = self.c_attn(hidden).split(self.embed_dim, dim=2)
         query, key, value = (self._split_heads(t) for t in (query, key, value))
+        if use_cache:
+            past_k, past_v = past if past is not None else (key[:, :, :0], value[:, :, :0])
+            key = _k("copy", torch.cat, [past_k, key], dim=-2)
+            value = _k("copy", torch.cat, [past_v, value], dim=-2)
+        out = self._sdpa(query, key, value) if self.sdpa else self._eager(query, key, value)
+        out = out.view(out.size()[:-2] + (self.embed_dim,))
+        return self.resid_dropout(self.c_proj(out)), (key, value) if use_cache else None
+
+    def _eager(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+               ) -> torch.Tensor:
         w = _k("bmm", torch.matmul, query, key.transpose(-1, -2))
         w = _k("divu", torch.div, w, torch.full([], value.size(-1) ** 0.5, dtype=w.dtype))
         q_len, k_len = query.size(-2), key.size(-2)
@@ -170,9 +195,16 @@ class GPT2Attention(nn.Module):
         w = _k("softmax", F.softmax, w, dim=-1)
         w = self.attn_dropout(w)
         out = _k("bmm", torch.matmul, w, value)
-        out = _k("copy", _merge_heads, out)
-        out = out.view(out.size()[:-2] + (self.embed_dim,))
-        return self.resid_dropout(self.c_proj(out))
+        return _k("copy", _merge_heads, out)
+
+    def _sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+              ) -> torch.Tensor:
+        """HF's sdpa_attention_forward: causal over a prompt, unmasked for one new token;
+        the output's head transpose is a view of the kernel's [b, s, h, d] result."""
+        p = self.attn_dropout.p if self.training else 0.0
+        out = _k("sdpa", F.scaled_dot_product_attention, query, key, value, dropout_p=p,
+                 is_causal=query.size(-2) > 1)
+        return out.transpose(1, 2).contiguous()
 
 
 def gelu_new(x: torch.Tensor) -> torch.Tensor:
@@ -190,8 +222,9 @@ def gelu_new(x: torch.Tensor) -> torch.Tensor:
 class GPT2MLP(nn.Module):
     def __init__(self, cfg: GPT2Config):
         super().__init__()
-        self.c_fc = Conv1D(4 * cfg.n_embd, cfg.n_embd)
-        self.c_proj = Conv1D(cfg.n_embd, 4 * cfg.n_embd)
+        inner = cfg.n_inner or 4 * cfg.n_embd
+        self.c_fc = Conv1D(inner, cfg.n_embd)
+        self.c_proj = Conv1D(cfg.n_embd, inner)
         self.dropout = nn.Dropout(0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -207,20 +240,27 @@ class GPT2Block(nn.Module):
         self.mlp = GPT2MLP(cfg)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.step(hidden)[0]
+
+    def step(self, hidden: torch.Tensor, past: tuple | None = None, use_cache: bool = False
+             ) -> tuple[torch.Tensor, tuple | None]:
         residual = hidden
-        attn = self.attn(_k("ln", self.ln_1, hidden))
+        attn, present = self.attn.attend(_k("ln", self.ln_1, hidden), past, use_cache)
         hidden = _k("add", torch.add, attn, residual)
         residual = hidden
         mlp = self.mlp(_k("ln", self.ln_2, hidden))
-        return _k("add", torch.add, residual, mlp)
+        return _k("add", torch.add, residual, mlp), present
 
 
 class GPT2(nn.Module):
-    """GPT2LMHeadModel's forward without cache: logits for every position."""
+    """GPT2LMHeadModel: logits for every position of a forward (with `attention="sdpa"` an
+    eval forward also fills a cache, as HF's default `use_cache=True` does), or of one new
+    token per sequence over a KV cache (`decode`)."""
 
     def __init__(self, cfg: GPT2Config | None = None):
         super().__init__()
         cfg = cfg or GPT2Config()
+        self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.n_positions, cfg.n_embd)
         nn.init.normal_(self.wte.weight, std=0.02)
@@ -230,14 +270,32 @@ class GPT2(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(0, input_ids.size(-1), dtype=torch.long).unsqueeze(0)
+        cache = self.cfg.attention == "sdpa" and not self.training
+        return self._run(input_ids, None, cache)[0]
+
+    def prefill(self, input_ids: torch.Tensor) -> Past:
+        """The KV cache after a forward over `input_ids` (a prompt of `context` tokens)."""
+        return self._run(input_ids, None, True)[1]
+
+    def decode(self, input_ids: torch.Tensor, past: Past) -> torch.Tensor:
+        """Logits of one generate() step: `input_ids` [batch, 1] over the cached `past`
+        (not modified: each call appends to a copy, as a fresh step would)."""
+        return self._run(input_ids, past, True)[0]
+
+    def _run(self, input_ids: torch.Tensor, past: Past | None, use_cache: bool
+             ) -> tuple[torch.Tensor, Past]:
+        start = 0 if past is None else past[0][0].size(-2)
+        positions = torch.arange(start, start + input_ids.size(-1),
+                                 dtype=torch.long, device=input_ids.device).unsqueeze(0)
         tokens = _k("embedding", self.wte, input_ids)
         where = _k("embedding", self.wpe, positions)
         hidden = self.drop(_k("add", torch.add, tokens, where))
-        for block in self.h:
-            hidden = block(hidden)
+        presents = []
+        for i, block in enumerate(self.h):
+            hidden, present = block.step(hidden, None if past is None else past[i], use_cache)
+            presents.append(present)
         hidden = _k("ln", self.ln_f, hidden)
-        return _k("linear", F.linear, hidden, self.wte.weight)  # tied lm_head, no bias
+        return _k("linear", F.linear, hidden, self.wte.weight), presents  # tied lm_head
 
 
 def resnet18_case(batch: int = 1, image: int = 224) -> tuple[nn.Module, tuple[torch.Tensor]]:
@@ -259,11 +317,11 @@ UNDISTURBED = 0.93  # thread CPU time / wall time of a forward no other process 
 SLACK = 0.08  # how much slower than its baseline the reference may run on a "quiet" machine
 
 
-def _one_thread(fn: Callable[[], object]) -> object:
+def _one_thread(fn: Callable[[], object], grad: bool = False) -> object:
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(grad):
             return fn()
     finally:
         torch.set_num_threads(before)
@@ -294,26 +352,40 @@ def forward_times_s(model: nn.Module, inputs: tuple, repeats: int, warmup: int =
                     ) -> list[tuple[float, float]]:
     """(wall, thread CPU) seconds of `repeats` forwards after `warmup` (no_grad, one
     thread: all of the forward's work runs on the calling thread)."""
+    return call_times_s(lambda: model(*inputs), repeats, warmup)
+
+
+def call_times_s(fn: Callable[[], object], repeats: int, warmup: int = 2, grad: bool = False
+                 ) -> list[tuple[float, float]]:
+    """(wall, thread CPU) seconds of `repeats` calls of `fn` after `warmup`, on one thread
+    (autograd on with `grad`: a training step's backward runs on the calling thread too)."""
     def run() -> list[tuple[float, float]]:
         for _ in range(warmup):
-            model(*inputs)
+            fn()
         samples = []
         for _ in range(repeats):
             cpu, start = time.thread_time(), time.perf_counter()
-            model(*inputs)
+            fn()
             samples.append((time.perf_counter() - start, time.thread_time() - cpu))
         return samples
 
-    return _one_thread(run)
+    return _one_thread(run, grad)
 
 
 def measure_forward_s(model: nn.Module, inputs: tuple, baseline: tuple[float, float],
                       repeats: int = 5, attempts: int = 5, wait_s: float = 1.5) -> dict:
-    """Median wall time of `repeats` forwards on a quiet CPU.
+    """Median wall time of `repeats` forwards on a quiet CPU (`measure_call_s`)."""
+    return measure_call_s(lambda: model(*inputs), baseline, repeats, attempts, wait_s)
+
+
+def measure_call_s(fn: Callable[[], object], baseline: tuple[float, float], repeats: int = 5,
+                   attempts: int = 5, wait_s: float = 1.5, grad: bool = False) -> dict:
+    """Median wall time of `repeats` calls of `fn` (a forward, a decode step, a training
+    step with `grad`) on a quiet CPU.
 
     An attempt counts when the reference (`reference_s`) runs within SLACK of `baseline`
     (its time when the calibration sweep ran) just before and just after the forwards, and
-    most forwards were not descheduled (thread CPU >= 93% of wall); otherwise wait `wait_s`
+    most calls were not descheduled (thread CPU >= 93% of wall); otherwise wait `wait_s`
     and retry. After `attempts`, the attempt with the least slowdown stands (`quiet` False)."""
     tried = []
     for _ in range(attempts):
@@ -322,7 +394,7 @@ def measure_forward_s(model: nn.Module, inputs: tuple, baseline: tuple[float, fl
             tried.append({"slowdown": before, "seconds": None})
             time.sleep(wait_s)
             continue
-        samples = forward_times_s(model, inputs, repeats)
+        samples = call_times_s(fn, repeats, grad=grad)
         after = slowdown(reference_s(), baseline)
         clean = [wall for wall, cpu in samples if cpu >= UNDISTURBED * wall]
         walls = clean if len(clean) * 2 > len(samples) else [wall for wall, _ in samples]
@@ -333,7 +405,7 @@ def measure_forward_s(model: nn.Module, inputs: tuple, baseline: tuple[float, fl
         time.sleep(wait_s)
     timed = [t for t in tried if t["seconds"] is not None]
     if not timed:  # never quiet enough to start: time it anyway
-        samples = forward_times_s(model, inputs, repeats)
+        samples = call_times_s(fn, repeats, grad=grad)
         timed = [{"slowdown": slowdown(reference_s(), baseline),
                   "seconds": statistics.median(w for w, _ in samples)}]
     best = min(timed, key=lambda t: t["slowdown"])

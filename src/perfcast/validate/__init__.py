@@ -1,5 +1,12 @@
 """Accuracy of perfcast's forecasts against shipped real measurements."""
 
+from perfcast.validate._calibration_check import (
+    CALIBRATION_METHODS,
+    CALIBRATION_SOURCES,
+    calibration_report,
+    summarise_calibration,
+    validate_calibration,
+)
 from perfcast.validate._collectives import (
     COLLECTIVE_SPLITS,
     collective_table7,
@@ -61,6 +68,8 @@ from perfcast.validate._training_calibration import (
 )
 
 __all__ = [
+    "CALIBRATION_METHODS", "CALIBRATION_SOURCES", "calibration_report",
+    "summarise_calibration", "validate_calibration",
     "COLLECTIVE_SPLITS", "collective_table7", "validate_collectives",
     "MODEL_TARGET_MAPE", "SERVING_TARGETS", "TARGETS", "KernelSplit", "analytic_point",
     "disagg_point", "engine_point", "forecast_model_label", "gemm_baseline", "gemm_ops",

@@ -30,6 +30,9 @@ SKIPPED: tuple[tuple[str, str], ...] = (
     ("perfcast measure --out cpu-torch.parquet --quick --backend torch",
      "eager torch microbenchmarks: ~10 s of CPU, needs perfcast[torch]"),
     ("perfcast cpu", "runs torch on this CPU and times it: slow and load-dependent"),
+    ("perfcast measure --out gpt2.parquet --model gpt2",
+     "times GPT-2's kernels and steps with torch: ~30 s of CPU"),
+    ("perfcast selfcheck", "measures and calibrates this CPU: ~40 s, load-dependent"),
 )
 
 

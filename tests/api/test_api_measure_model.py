@@ -177,6 +177,7 @@ def test_cuda_model_run_on_a_fake_device(tiny, tmp_path, monkeypatch):
         return pd.DataFrame([row])
 
     monkeypatch.setattr(measure_api, "run_gpu_sweep", sweep)
+    monkeypatch.setattr(measure_api, "measure_launch_s", lambda: 4e-6)  # the host's launch
     monkeypatch.setattr(model_steps, "_device", lambda plan, torch: torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H100 80GB HBM3")

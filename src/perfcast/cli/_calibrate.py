@@ -84,6 +84,10 @@ def calibrate(
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:
-    """Fit this device's own corrections and keep, family by family, those that beat the
-    shipped model out of sample (k-fold); use the file with `--calibration FILE`."""
+    """Fit this device's own kernel corrections, kept where they beat the shipped model out
+    of sample.
+
+    Each family x dtype is cross-validated (k folds over shapes) against the shipped model
+    on the same rows; with whole steps (`measure --model`), the stack's host speed too. Use
+    the file with `--calibration FILE`."""
     answer(CalibrateRequest, locals(), _print)

@@ -83,21 +83,18 @@ COMMANDS = (
     CommandEntry("serve", "_serve", "serve",
                  "Simulate serving under load: TTFT, TPOT, E2E, throughput, goodput, KV use."),
     CommandEntry("measure", "_measure", "measure",
-                 "Time gemm, elementwise, activation, softmax and norm kernels on this machine "
-                 "into a measurement file (perfcast's store schema), with the device spec in "
-                 "<out>.device.json."),
+                 "Time kernels (with --model: a model's own and its whole steps) on this "
+                 "machine into a measurement file."),
     CommandEntry("calibrate", "_calibrate", "calibrate",
-                 "Fit this device's own corrections (target-measured tier) on top of the "
-                 "shipped cross-generation parameters; use the result with "
-                 "`perfcast infer --calibration FILE`."),
+                 "Fit this device's own kernel corrections, kept where they beat the shipped "
+                 "model out of sample."),
     CommandEntry("collective", "_collective", "collective",
                  "Seconds, algorithm and bus bandwidth of one collective (NCCL conventions)."),
     CommandEntry("accel", "_accel", "accel",
                  "Map a model's layers onto an accelerator: cycles, utilisation, energy "
                  "breakdown."),
     CommandEntry("selfcheck", "_selfcheck", "selfcheck",
-                 "Measure a model's kernels and steps here, calibrate, and report the error "
-                 "before and after (S8)."),
+                 "Measure, calibrate and check a model's steps on this machine (S8)."),
     CommandEntry("cpu", "_cpu", "cpu",
                  "Forecast a model's forward on this CPU (target-measured), then measure it "
                  "(torch)."),

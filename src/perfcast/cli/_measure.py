@@ -98,10 +98,13 @@ def measure(
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:
-    """Time gemm, elementwise, activation, softmax and norm kernels on this machine into a
-    measurement file (perfcast's store schema), with the device spec in <out>.device.json.
-    With --model: the model's own kernels (perfcast's op tables for the stack), and its
-    forward, decode and training steps timed end to end into <out>.steps.json."""
+    """Time kernels (with --model: a model's own and its whole steps) on this machine
+    into a measurement file.
+
+    Without --model: gemm, elementwise, activation, softmax and norm kernels (perfcast's store
+    schema), with the device spec in <out>.device.json. With --model: the model's own kernels
+    (perfcast's op tables for the stack), and its forward, decode and training steps timed end
+    to end into <out>.steps.json."""
     request = MeasureRequest.from_options(cli_options(locals()))
     fmt = output_format(json_out, format_out)
     try:

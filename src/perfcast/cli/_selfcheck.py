@@ -63,6 +63,8 @@ def selfcheck(
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:
-    """Measure a model's kernels and steps here, calibrate, and report per-family and
-    per-step error before and after (scenario S8)."""
+    """Measure, calibrate and check a model's steps on this machine (S8).
+
+    `measure --model` then `calibrate`: per kernel family the held-out error before and
+    after, per step the forecast without and with the calibration against the measurement."""
     answer(SelfCheckRequest, locals(), _print, progress="selfcheck")

@@ -37,7 +37,13 @@ import pandas as pd
 
 from perfcast.errors import InputError
 from perfcast.measure._cpu import CPU_DEVICE_NAME
-from perfcast.measure._gpu_cases import SHAPE_FIELDS, KernelCase, kernel_cases, runnable
+from perfcast.measure._gpu_cases import (
+    SHAPE_FIELDS,
+    KernelCase,
+    capture_graph,
+    kernel_cases,
+    runnable,
+)
 from perfcast.measure._harness import SweepInterrupted, _check_repeats, _frame, _timed
 from perfcast.measure._schema import STORE_COLUMNS
 from perfcast.measure._torch_cpu import _import_torch, _OneThread, _prime_allocator, time_torch_call
@@ -104,16 +110,7 @@ class CudaBackend:
         self._torch.cuda.synchronize(self.torch_device)
 
     def capture(self, fn: Callable[[], None]) -> Callable[[], None]:
-        torch = self._torch
-        side = torch.cuda.Stream()  # warm-up off the default stream (torch.cuda.graphs docs)
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        return graph.replay
+        return capture_graph(self._torch, fn)
 
     def elapsed_s(self, fn: Callable[[], None]) -> float:
         self._start.record()

@@ -375,8 +375,9 @@ def attention_ops(target: str) -> tuple[str, ...]:
     return tuple(ops)
 
 
-def _captured(torch: Any, call: Callable[[], object]) -> None:
-    """`call` captured into a CUDA graph and replayed once (after a side-stream warm-up)."""
+def capture_graph(torch: Any, call: Callable[[], object]) -> Callable[[], None]:
+    """`call` captured into a CUDA graph after a warm-up on a side stream (torch.cuda.graphs
+    docs); returns the graph's replay."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -385,7 +386,12 @@ def _captured(torch: Any, call: Callable[[], object]) -> None:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call()
-    graph.replay()
+    return graph.replay
+
+
+def _captured(torch: Any, call: Callable[[], object]) -> None:
+    """`call` captured into a CUDA graph and replayed once."""
+    capture_graph(torch, call)()
     torch.cuda.synchronize()
 
 

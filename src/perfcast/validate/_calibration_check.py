@@ -43,9 +43,9 @@ from perfcast.progress import ProgressFn
 from perfcast.specs import get_device
 from perfcast.validate._kernels import (
     TARGET_FRACTION,
-    _fold_pool,
     _sample,
     _target_sample,
+    run_folds,
     stack_stores,
 )
 from perfcast.validate._reports import ValidationReport, _write, check_out_dir, md_table
@@ -70,8 +70,9 @@ class CheckSize:
     scored_rows: int | None
 
 
-# full: all of each device's rows (base fit capped: 2000 per group would take ~45 min on two
-# cores for the default store's 20 devices); quick: a CI cut of a few devices, < 60 s
+# full: all of each device's rows; the base fit capped at 1000 rows per group (~35 s a
+# device; 2000, as `validate kernels`, ~75 s: the full run of all stores would double from
+# ~10 min on two cores); quick: a CI cut of a few devices, ~50 s
 SIZES = {"full": CheckSize(1000, None, None), "quick": CheckSize(300, 1500, 300)}
 # --quick holds out: an AIConfigurator + Vidur + LLMCompass GPU and a NeuSight (eager) one
 QUICK_DEVICES = {"default": ("a100-sxm4-80gb", "t4"), "vllm": ("h100-sxm",),
@@ -198,14 +199,7 @@ def validate_calibration(source: str = "default", quick: bool = False, seed: int
         folds += [(name, d) for d in names if (devices is None or d in devices)
                   and (not quick or devices is not None or d in QUICK_DEVICES[name])]
     task = partial(_device_fold, stores, size=size, seed=seed)
-    out: list[dict] = []
-    with _fold_pool(len(folds), fresh=True) as pool:
-        futures = [pool.submit(task, name, device) for name, device in folds]
-        for done, future in enumerate(futures, start=1):
-            out += future.result()
-            if progress is not None:
-                progress(done, len(folds))
-    return pd.DataFrame(out, columns=ROW_COLUMNS)
+    return pd.DataFrame(run_folds(task, folds, progress, fresh=True), columns=ROW_COLUMNS)
 
 
 def summarise_calibration(rows: pd.DataFrame) -> pd.DataFrame:
@@ -264,10 +258,11 @@ def calibration_markdown(rows: pd.DataFrame, summary: pd.DataFrame, size: CheckS
         "calibration on the other 90%? For each device of each store, held out in turn: "
         "`uncalibrated` is a cross-generation fit on the store's other devices "
         f"(`fit_calibration`, at most {size.base_rows} rows per other device x family x "
-        "dtype); `calibrated` is `perfcast calibrate`'s fit (`kernels.calibrate_device`: "
-        "each family x dtype 5-fold checked against the base on the 10% sample, kept only "
-        "where better) on a random 10% of the device's rows (drawn from "
-        f"{drawn}); `unchecked` is the same sample without the check "
+        "dtype, drawn at random: the full run of all three stores then takes about ten "
+        "minutes on two cores); `calibrated` is `perfcast calibrate`'s fit "
+        "(`kernels.calibrate_device`: each family x dtype 5-fold checked against the base "
+        "on the 10% sample, kept only where better) on a random 10% of the device's rows "
+        f"(drawn from {drawn}); `unchecked` is the same sample without the check "
         "(`add_target_corrections`, what calibrate did before); `roofline` is the plain "
         f"spec-sheet roofline. Every method is scored on {scored} (seed {seed}).", "",
         "status: `calibrated` (the check kept the new corrections), `kept shipped` (it kept "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache, partial
@@ -52,7 +53,7 @@ from perfcast.specs import Device, get_device
 __all__ = ["INTERVAL_FOLDS", "KernelSplit", "LEARNED_METHODS", "LEARNED_ROUNDS", "STACKS",
            "STACK_METHODS", "STACK_TARGET_MAPE", "TARGETS", "kernel_residuals", "kernel_splits",
            "stack_coverage", "stack_markdown", "stack_stores", "summarise", "summarise_stacks",
-           "validate_kernels", "validate_kernels_by_stack"]
+           "run_folds", "validate_kernels", "validate_kernels_by_stack"]
 
 TARGET_FRACTION = 0.10
 BY = ("family", "dtype")  # validate_kernels views: families only, or also per dtype scheme
@@ -481,16 +482,24 @@ def validate_kernels_by_stack(stores: dict[str, pd.DataFrame] | None = None,
              if not quick or d in STACK_QUICK_DEVICES]
     task = partial(_stack_fold, given, train_per_group=train_per_group or train,
                    test_per_group=test_per_group or test, seed=seed, learned=options)
+    rows = run_folds(task, folds, progress, fresh=learned)
+    return pd.DataFrame(rows, columns=["split", "device", "group", "method", "mape",
+                                       "median_ape", "p90_ape", "n", "coverage_90",
+                                       "extrapolated"])
+
+
+def run_folds(task: Callable[..., list[dict]], folds: list[tuple], progress: ProgressFn | None,
+              fresh: bool = False) -> list[dict]:
+    """`task(*fold)` for every fold on the `_fold_pool`, their rows concatenated in fold
+    order; `progress(done, total)` after each fold."""
     rows: list[dict] = []
-    with _fold_pool(len(folds), fresh=learned) as pool:
-        futures = [pool.submit(task, stack, device) for stack, device in folds]
+    with _fold_pool(len(folds), fresh=fresh) as pool:
+        futures = [pool.submit(task, *fold) for fold in folds]
         for done, future in enumerate(futures, start=1):
             rows += future.result()
             if progress is not None:
                 progress(done, len(folds))
-    return pd.DataFrame(rows, columns=["split", "device", "group", "method", "mape",
-                                       "median_ape", "p90_ape", "n", "coverage_90",
-                                       "extrapolated"])
+    return rows
 
 
 def _fold_pool(folds: int, fresh: bool = False) -> Executor:

@@ -34,7 +34,7 @@ from pydantic.dataclasses import dataclass
 
 from perfcast.errors import InputError, close_matches, from_validation_error, read_user_json
 from perfcast.measure._cpu import CPU_DEVICE_NAME, cpu_info
-from perfcast.measure._torch_cpu import TORCH_OPS
+from perfcast.measure._torch_cpu import SHAPE_ARITY, TORCH_OPS
 from perfcast.ops import CNN_MODELS, cnn_ops, eager_ops
 from perfcast.progress import ProgressFn
 from perfcast.specs import (
@@ -65,7 +65,10 @@ MAX_CPU_PARAMS = 400e6  # one CPU thread: gpt2 and gpt2-medium take seconds per 
 DEVICE_DTYPES = {"cpu": ("fp32",), "cuda": ("bf16", "fp16", "fp32")}
 _GPT2_ACTIVATIONS = (None, "gelu_new")  # torch_models.gelu_new
 _VECTOR_POOLS = ("bn", "maxpool", "avgpool")  # torch sweep shape (channels, size)
-_SWEEP_ARITY = {"linear": 3, "bmm": 4, "conv": 6}
+_SWEEP_ARITY = SHAPE_ARITY  # the torch sweep's shape tuple per op (else 2)
+_CHECKABLE_SHAPES = 4  # an op timed at fewer shapes gets neighbours (see _neighbours)
+_NO_NEIGHBOURS = ("adam", "fill", "linear", "bmm", "conv", "copy", "bn", "maxpool", "avgpool")
+_ADAM_SWEEP_PARAMS = 2**24  # Adam timed on at most this many parameters (268 MB of state)
 _COPY_HEAD_DIM = 64  # _torch_cpu's copy kernel: [m, n] as heads of 64
 _CROP_NOTE = "HF decode: the cache is cropped back to `context` after each step (a view)"
 
@@ -263,8 +266,10 @@ def _torch_shape(op: str, row: Any, batch: int, elem_bytes: float) -> tuple[int,
     b, m, n, k = int(row.b), int(row.m), int(row.n), int(row.k)
     if op == "linear":
         return (b * m, n, k)
-    if op == "bmm":
+    if op in ("bmm", "sdpa"):  # sdpa: b = batch x heads, m queries over n keys, k head dim
         return (b, m, n, k)
+    if op == "adam":  # timed on a slice: memory-bound, priced per byte at the model's size
+        return (min(b * m, _ADAM_SWEEP_PARAMS), n)
     if op == "conv":
         return _conv_shape(row, batch, elem_bytes)
     if op in _VECTOR_POOLS:
@@ -291,7 +296,27 @@ def _kernel_shapes(tables: Any, batch: int, dtype: str
                 skipped[op] = None
                 continue
             shapes.setdefault(op, {})[shape] = None
-    return {op: list(s) for op, s in shapes.items()}, tuple(skipped)
+    out = {op: list(s) for op, s in shapes.items()}
+    for op, own in out.items():
+        if len(own) < _CHECKABLE_SHAPES and op not in _NO_NEIGHBOURS:
+            own += [n for shape in list(own) for n in _neighbours(op, shape) if n not in own]
+    return out, tuple(skipped)
+
+
+def _neighbours(op: str, shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Shapes beside one the model runs (rows x 2, / 2; attention: tokens x 2, / 2 and heads
+    x 2): a kernel the step launches at only a shape or two still gets enough rows for
+    `calibrate`'s out-of-sample check (calibrate.MIN_ROWS), near where the model runs it."""
+    if op == "sdpa":
+        b, m, n, k = shape
+        if m == 1:  # decode: one query over n keys
+            return [(b, 1, 2 * n, k), (b, 1, max(n // 2, 1), k), (2 * b, 1, n, k)]
+        return [(b, 2 * m, 2 * n, k), (b, max(m // 2, 1), max(n // 2, 1), k),
+                (2 * b, m, n, k)]
+    if len(shape) != 2:
+        return []
+    m, n = shape
+    return [(2 * m, n), (max(m // 2, 1), n), (4 * m, n)]
 
 
 # op-table op -> the CUDA sweep's kind (measure._gpu_cases.KINDS)

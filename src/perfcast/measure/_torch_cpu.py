@@ -44,7 +44,16 @@ TORCH_OPS: dict[str, str] = {
     "maxpool": "elementwise", "avgpool": "elementwise",
     "relu": "activation", "gelu": "activation", "tanh": "activation", "silu": "activation",
     "softmax": "softmax", "ln": "norm", "bn": "norm", "embedding": "embedding",
+    # what the hf-transformers stack's step adds: fused attention (a one-token query:
+    # attn_decode, see `family_of`), and the training kernels
+    "sdpa": "attn_prefill", "dropout": "elementwise", "sum": "elementwise",
+    "fill": "elementwise", "adam": "elementwise",
 }
+# ops whose sweep shape is not (m rows, n width): the arity of their shape tuples
+SHAPE_ARITY = {"linear": 3, "bmm": 4, "conv": 6, "sdpa": 4}
+_ADAM_STATE = 4  # fp32 tensors Adam reads per parameter (p, grad, exp_avg, exp_avg_sq)
+_ADAM_WRITES = 3  # and writes (p, exp_avg, exp_avg_sq)
+_ADAM_FLOPS = 12.0  # per parameter (perfcast.ops' optimizer row)
 # FLOPs per element of the vector ops (the vocabulary's counts: 1 unless listed; the
 # activation kernels count 8, tanh 1 as one of gelu_new's eight kernels)
 _FLOPS_PER_ELEM = {"gelu": 8.0, "relu": 8.0, "silu": 8.0, "softmax": 5.0, "ln": 5.0,
@@ -103,7 +112,14 @@ def torch_sweep_shapes(quick: bool = False, seed: int = 0) -> dict[str, list[tup
         conv += [(1, c, s, c, 3, 1) for c, s in ((64, 28), (128, 56), (256, 28), (512, 14))]
     conv += [(1, odd(3, 512), odd(7, 112), odd(16, 512), int(rng.choice([1, 3, 3, 7])),
               int(rng.choice([1, 1, 2]))) for _ in range(6 if quick else 24)]
-    shapes: dict[str, list[tuple[int, ...]]] = {"linear": linear, "bmm": bmm, "conv": conv}
+    sdpa = [(12, s, s, 64) for s in seqs] + [(12, 1, s, 64) for s in seqs]  # prefill, decode
+    own = np.random.default_rng([seed, 1])  # its own stream: the other ops' draws stay
+    sdpa += [(_odd_size(own, 2, 32), q, q + c, int(own.choice([64, 128])))
+             for q, c in ((_odd_size(own, 3, 512), _odd_size(own, 3, 256))
+                          for _ in range(2 if quick else 8))]
+    adam = [(2**20, 1)] if quick else [(2**18, 1), (2**20, 1), (2**22, 1)]
+    shapes: dict[str, list[tuple[int, ...]]] = {"linear": linear, "bmm": bmm, "conv": conv,
+                                                "sdpa": sdpa, "adam": adam}
     rows = [16, 128, 1024] if quick else [1, 16, 128, 512, 1536, 4096]
     cols = [96, 768, 3072] if quick else [64, 128, 768, 3072, 12544]
     channels = [64, 256] if quick else [64, 128, 256, 512]
@@ -125,6 +141,22 @@ def torch_sweep_shapes(quick: bool = False, seed: int = 0) -> dict[str, list[tup
     return shapes
 
 
+def family_of(op: str, shape: Sequence[int]) -> str:
+    """The kernel family of one sweep point: TORCH_OPS's, except a one-token `sdpa` query
+    (a decode step's attention)."""
+    if op == "sdpa" and shape[1] == 1:
+        return "attn_decode"
+    return TORCH_OPS[op]
+
+
+def _attention_cost(b: int, m: int, n: int, k: int) -> tuple[float, float]:
+    """(FLOPs, bytes) of causal attention of `m` new queries over `n` keys (the last m of
+    them new), perfcast.ops' conventions: 4·b·k FLOPs per attended pair (QK^T and PV);
+    q, k, v read and the output written once."""
+    pairs = m * (n - m) + m * (m + 1) / 2
+    return 4.0 * b * k * pairs, ELEM_BYTES * b * (2.0 * m * k + 2.0 * n * k)
+
+
 def _plan(ops: Iterable[str] | Mapping[str, Sequence[Sequence[int]]] | None, quick: bool,
           seed: int) -> dict[str, list[tuple[int, ...]]]:
     default = torch_sweep_shapes(quick, seed)
@@ -138,7 +170,7 @@ def _plan(ops: Iterable[str] | Mapping[str, Sequence[Sequence[int]]] | None, qui
                 f"; did you mean {', '.join(hint)}?" if hint else ""), TORCH_OPS)
     if not isinstance(ops, Mapping):
         return {op: default[op] for op in chosen}
-    want = {"linear": 3, "bmm": 4, "conv": 6}
+    want = SHAPE_ARITY
     plan = {}
     for op, given in ops.items():
         rows = [tuple(int(v) for v in s) for s in given]
@@ -162,8 +194,13 @@ def _vector_cost(op: str, m: int, n: int) -> tuple[float, float]:
     full-size tensors read + written (a broadcast operand, LayerNorm's weights and the
     `where` mask do not count)."""
     elems = float(m) * n
+    if op == "sum":  # rows summed: [m, n] read, [n] written
+        return elems, ELEM_BYTES * (elems + n)
+    if op == "fill":  # written only
+        return 0.0, ELEM_BYTES * elems
     tensors = 3.0 if op in _BINARY else 2.0
-    return _FLOPS_PER_ELEM.get(op, 1.0) * elems, ELEM_BYTES * tensors * elems
+    mask = elems if op == "dropout" else 0.0  # dropout also writes its one-byte mask
+    return _FLOPS_PER_ELEM.get(op, 1.0) * elems, ELEM_BYTES * tensors * elems + mask
 
 
 def _weight_copies(weight_bytes: float, cold_bytes: float) -> int:
@@ -225,10 +262,27 @@ def torch_kernel(op: str, shape: Sequence[int], gen: Any, cold_bytes: float = 0.
                             bytes=e * (m * n + channels * pooled * pooled))
         fn = lambda: F.adaptive_avg_pool2d(x, 1)  # noqa: E731
         return fn, dict(b=1, m=m, n=n, k=0, flops=float(m * n), bytes=e * (m * n + channels))
+    if op == "sdpa":  # [b, m, k] queries over [b, n, k] keys and values, causal
+        b, m, n, k = shape
+        q, keys, values = rand(b, m, k), rand(b, n, k), rand(b, n, k)
+        mask = torch.ones(m, n, dtype=torch.bool).tril(n - m)
+        flops, nbytes = _attention_cost(b, m, n, k)
+        return (lambda: F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)), \
+            dict(b=b, m=m, n=n, k=k, flops=flops, bytes=nbytes)
     m, n = shape
+    if op == "adam":  # one step of Adam over m * n fp32 parameters
+        return _adam_step(m * n, gen), dict(
+            b=1, m=m, n=n, k=0, flops=_ADAM_FLOPS * m * n,
+            bytes=ELEM_BYTES * (_ADAM_STATE + _ADAM_WRITES) * m * n)
     flops, nbytes = _vector_cost(op, m, n)
     coords = dict(b=1, m=m, n=n, k=0, flops=flops, bytes=nbytes)
     x = rand(m, n)
+    if op == "dropout":  # training mode: a fresh mask each call
+        return (lambda: F.dropout(x, 0.1, training=True)), coords
+    if op == "sum":  # a bias or norm-weight gradient: the rows summed
+        return (lambda: x.sum(0)), coords
+    if op == "fill":  # a gradient zeroed in place
+        return (lambda: x.zero_()), coords
     if op == "where":  # GPT-2's causal mask: [n, n] broadcast over the heads when it fits
         rows = n if m % n == 0 else m
         mask = torch.ones(rows, n, dtype=torch.bool).tril()
@@ -258,6 +312,17 @@ def torch_kernel(op: str, shape: Sequence[int], gen: Any, cold_bytes: float = 0.
     unary = {"gelu": lambda: F.gelu(x, approximate="tanh"), "tanh": lambda: torch.tanh(x),
              "silu": lambda: F.silu(x), "softmax": lambda: F.softmax(x, dim=-1)}
     return unary[op], coords
+
+
+def _adam_step(params: int, gen: Any) -> Callable[[], object]:
+    """One Adam step (torch.optim.Adam, its default single-tensor path on CPU) over one flat
+    fp32 parameter with a gradient."""
+    import torch
+
+    weight = torch.nn.Parameter(torch.randn(params, generator=gen, dtype=torch.float32))
+    weight.grad = torch.randn(params, generator=gen, dtype=torch.float32)
+    optimizer = torch.optim.Adam([weight], lr=1e-4, foreach=False)
+    return optimizer.step
 
 
 # ---------------------------------------------------------------- timing
@@ -345,7 +410,7 @@ def _torch_row(op: str, shape: Sequence[int], gen: Any, repeats: int, source_fil
     latency = time_torch_call(fn, repeats)
     row: dict[str, Any] = dict.fromkeys(STORE_COLUMNS, 0.0)
     row.update(source="local", source_file=source_file, split="", device=CPU_DEVICE_NAME,
-               family=TORCH_OPS[op], op=op, dtype="fp32", weight_dtype="fp32", kv_dtype="",
+               family=family_of(op, shape), op=op, dtype="fp32", weight_dtype="fp32", kv_dtype="",
                timing="cpu_wallclock", latency_s=latency,
                **{c: float(v) for c, v in coords.items()})
     return row

@@ -115,3 +115,11 @@ def test_step_on_a_device_spec_needs_one_device(tmp_path):
         run(StepRequest.from_options(model="gpt2", gpu="h100-sxm", device_spec=spec))
     assert err.value.field == "device_spec"
     assert np.isfinite(via_spec.time_s)
+
+
+def test_the_file_records_device_stack_harness_host_and_checks(slow_gemm_file):
+    prov = json.loads(slow_gemm_file.read_text())["provenance"]
+    assert prov["device"] == "h100-sxm" and prov["stack"] == "vllm"
+    assert prov["harness"]["timing"] and prov["harness"]["measured_with"]
+    assert prov["harness"]["launch_included"] is False and prov["host"]
+    assert [c["family"] for c in prov["checks"]] == ["gemm/bf16"]

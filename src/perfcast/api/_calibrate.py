@@ -25,6 +25,7 @@ from perfcast.errors import (
 from perfcast.kernels import Calibration, shipped_calibration
 from perfcast.kernels._target import DeviceCalibration, calibrate_device
 from perfcast.measure import StepMeasurements, check_measurements, load_steps
+from perfcast.measure._cpu import cpu_info
 from perfcast.specs import Device, get_device, get_stack, stack_names
 
 __all__ = ["CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
@@ -211,7 +212,7 @@ def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
     prov = {"base": "perfcast shipped calibration", "measurements": str(i.measurements),
             "device": r.device.name, "device_kind": r.device.kind, "stack": r.stack,
             "rows": len(r.rows), "harness": harness(r.rows), "folds": i.folds,
-            "seed": i.seed}
+            "seed": i.seed, "host": _host(r)}
     if r.steps_path is not None:
         prov["steps"] = str(r.steps_path)
     result = calibrate_device(shipped_calibration(), r.rows, r.device, folds=i.folds,
@@ -220,6 +221,15 @@ def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
     with writing(out, "out"):
         out.write_text(result.own.to_json())
     return CalibrateResult(r.request, result, r.device, r.rows, r.stack, host)
+
+
+def _host(r: ResolvedCalibrate) -> str:
+    """The host CPU the steps were timed on (from the steps file), else this machine's, which
+    ran `calibrate` (the same machine as `measure` in the usual flow)."""
+    if r.steps is not None:
+        return r.steps.host
+    info = cpu_info()
+    return f"{info.model} ({info.logical_cpus} logical CPUs; calibrate's host)"
 
 
 def _fit_host(r: ResolvedCalibrate, result: DeviceCalibration) -> HostFit:

@@ -227,7 +227,7 @@ def _kernels(r: ResolvedMeasure, progress: ProgressFn | None) -> pd.DataFrame:
     if r.kind == "cuda":
         return run_gpu_sweep(repeats=s.repeats, seed=s.seed, shapes=plan.gpu_shapes,
                              dtypes=(plan.dtype,), collectives=False, progress=progress)
-    cold = 2.0 * local_cpu_device(threads=1).l2_bytes  # weights streamed, as in the step
+    cold = 2.0 * local_cpu_device(threads=1, measure_bandwidth=False).l2_bytes  # LLC x 2
     return run_torch_cpu_sweep(repeats=s.repeats, seed=s.seed, ops=plan.shapes,
                                progress=progress, cold_bytes=cold)
 

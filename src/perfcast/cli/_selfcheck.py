@@ -54,7 +54,8 @@ def selfcheck(
     batch: Annotated[int, typer.Option(help="Sequences (images) per step.")] = 1,
     seq_len: Annotated[int, typer.Option(help="Tokens per sequence (and decode context).")
                        ] = 64,
-    quick: Annotated[bool, typer.Option(help="Fewer repeats per step.")] = False,
+    quick: Annotated[bool, typer.Option(
+        help="Fewer repeats per step, on perfcast's hand-written model only.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the data and the folds.")] = 0,
     out: Annotated[Path | None, typer.Option(
         help="Folder to keep the measurements and calibration in (default: none kept).")

@@ -346,16 +346,3 @@ def run_cpu_sweep(quick: bool = False, repeats: int = 5, seed: int = 0,
         return rows
     with threadpool_limits(limits=1):
         return _cpu_sweep(plan, repeats, seed, progress)
-
-
-# ---------------------------------------------------------------- GPU (torch, optional)
-
-
-def __getattr__(name: str) -> Any:
-    """`run_gpu_sweep` lives in perfcast.measure._gpu (CUDA-graph and eager timings of the
-    kernel cases), which builds on this module: served from there, lazily, on the old path."""
-    if name == "run_gpu_sweep":
-        from perfcast.measure._gpu import run_gpu_sweep
-
-        return run_gpu_sweep
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 import perfcast.api._measure as measure_api
 from perfcast.cli._measure import measure
 from perfcast.errors import InputError
+from perfcast.measure import run_gpu_sweep
 from perfcast.measure._cpu import fp32_flops_per_cycle, local_cpu_device
 from perfcast.measure._harness import (
     FAMILIES,
     family_cost,
     run_cpu_sweep,
-    run_gpu_sweep,
     sweep_shapes,
 )
 from perfcast.measure._schema import STORE_COLUMNS

@@ -22,3 +22,10 @@ def test_bad_options_name_the_field():
     with pytest.raises(InputError) as err:
         run(SelfCheckRequest.from_options(model="llama-2-70b"))
     assert err.value.field == "model"
+
+
+def test_a_cnn_takes_no_seq_len(tmp_path):
+    with pytest.raises(InputError) as err:
+        run(SelfCheckRequest.from_options(model="resnet18", seq_len=16, out=tmp_path))
+    assert err.value.field == "seq_len"
+    assert not any(tmp_path.iterdir())  # refused before anything was timed or written

@@ -21,6 +21,9 @@ from pydantic import Field
 from perfcast.api._base import Group, Request, register, run
 from perfcast.api._calibrate import CalibrateRequest, CalibrateResult
 from perfcast.api._measure import MeasureRequest, MeasureResult
+from perfcast.ops import CNN_MODELS
+
+DEFAULT_SEQ_LEN = 64  # tokens per sequence of a transformer's steps: seconds on one core
 
 __all__ = ["SelfCheckOutputs", "SelfCheckRequest", "SelfCheckResult", "SelfCheckWorkload"]
 
@@ -32,8 +35,8 @@ class SelfCheckWorkload(Group):
                        "--model`'s: gpt2, gpt2-medium, resnet18).")
     device: str = Field("cpu", description="cpu, or cuda (the GPU torch sees).")
     batch: int = Field(1, ge=1, le=64, description="Sequences (images) per step.")
-    seq_len: int = Field(64, ge=1, le=1024, description="Tokens per sequence (and the "
-                         "decode step's context).")
+    seq_len: int | None = Field(None, ge=1, le=1024, description="Tokens per sequence (and "
+                                "the decode step's context); default 64, none for a CNN.")
     quick: bool = Field(False, description="Fewer repeats per step, timed on perfcast's "
                         "hand-written model only (not also on HF transformers').")
     seed: int = Field(0, ge=0, description="Seed of the data and of the calibration's folds.")
@@ -100,10 +103,12 @@ class SelfCheckResult:
 def _run_in(folder: Path, r: ResolvedSelfCheck) -> tuple[MeasureResult, CalibrateResult]:
     w, o = r.request.workload, r.request.outputs
     data = folder / "measurements.parquet"
-    runners = {"runners": "perfcast"} if w.quick else {}
+    extra = {"runners": "perfcast"} if w.quick else {}
+    if w.seq_len is not None or w.model not in CNN_MODELS:
+        extra["seq_len"] = w.seq_len or DEFAULT_SEQ_LEN
     measured = run(MeasureRequest.from_options(
-        device=w.device, model=w.model, batch=w.batch, seq_len=w.seq_len, quick=w.quick,
-        seed=w.seed, out=data, force=o.force, **runners))
+        device=w.device, model=w.model, batch=w.batch, quick=w.quick, seed=w.seed, out=data,
+        force=o.force, **extra))
     spec = {"device_spec": measured.device_path} if w.device == "cpu" else {}
     calibrated = run(CalibrateRequest.from_options(
         measurements=data, device=measured.device, out=folder / "calibration.json",

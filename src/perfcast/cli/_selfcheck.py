@@ -52,8 +52,8 @@ def selfcheck(
     model: Annotated[str, typer.Option(help="gpt2, gpt2-medium or resnet18.")] = "gpt2",
     device: Annotated[str, typer.Option(help="cpu, or cuda (the GPU torch sees).")] = "cpu",
     batch: Annotated[int, typer.Option(help="Sequences (images) per step.")] = 1,
-    seq_len: Annotated[int, typer.Option(help="Tokens per sequence (and decode context).")
-                       ] = 64,
+    seq_len: Annotated[int | None, typer.Option(
+        help="Tokens per sequence (and decode context); default 64, none for a CNN.")] = None,
     quick: Annotated[bool, typer.Option(
         help="Fewer repeats per step, on perfcast's hand-written model only.")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the data and the folds.")] = 0,

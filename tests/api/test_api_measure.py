@@ -174,3 +174,28 @@ def test_bad_calibrate_input_names_the_option(measured, tmp_path):
             resolve(CalibrateRequest.from_options({**base, **change}))
         assert err.value.field == field and text in str(err.value), change
     assert not (tmp_path / "c.json").exists()
+
+
+def test_a_kernel_faster_than_the_derived_peak_raises_it(tmp_path, monkeypatch):
+    """The derived CPU peak uses the clock /proc reports, not the turbo clock: a GEMM the
+    sweep timed above it becomes the peak (with its source), so no calibrated forecast is
+    clamped to a roofline the machine beats."""
+    import perfcast.api._measure as measure_api
+    from perfcast.measure import local_cpu_device
+
+    peak = local_cpu_device(threads=1, measure_bandwidth=False).dense_peak_flops["fp32"]
+    fast = 2.0 * 512**3 / (peak * 1.5)  # a 512^3 GEMM at 1.5x the derived peak
+
+    def sweep(**_):
+        row = dict.fromkeys(STORE_COLUMNS, 0.0) | {
+            "source": "local", "source_file": "fake", "split": "", "device": "local-cpu",
+            "family": "gemm", "op": "matmul", "dtype": "fp32", "weight_dtype": "fp32",
+            "kv_dtype": "", "timing": "cpu_wallclock", "latency_s": fast, "m": 512.0,
+            "n": 512.0, "k": 512.0, "b": 1.0, "flops": 2.0 * 512**3, "bytes": 3 * 4 * 512**2}
+        return pd.DataFrame([row])
+
+    monkeypatch.setattr(measure_api, "run_cpu_sweep", sweep)
+    result = run(MeasureRequest.from_options(out=tmp_path / "m.csv", quick=True))
+    spec = result.device_spec
+    assert spec.dense_peak_flops["fp32"] == pytest.approx(peak * 1.5)
+    assert spec.sources["dense_peak_flops.fp32"].startswith("measured: the fastest gemm")

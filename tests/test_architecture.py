@@ -68,7 +68,7 @@ PUBLIC = {
         "STORE_COLUMNS", "TIMING_METHODS", "TORCH_OPS", "SweepInterrupted", "check_measurements",
         "load_store", "local_cpu_device", "measure_torch_dispatch_s", "query", "run_cpu_sweep",
         "run_gpu_sweep", "run_torch_cpu_sweep", "sample_per_group", "time_torch_call", "to_ops",
-        "torch_sweep_shapes",
+        "torch_sweep_shapes", "with_achieved_peak",
         "CaseTiming", "DeviceBackend", "FakeDeviceBackend", "KernelCase", "estimate_sweep_s",
         "kernel_cases", "measure_launch_s", "run_collective_sweep", "run_torch_sweep",
         "time_case"},

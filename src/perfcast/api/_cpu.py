@@ -26,6 +26,7 @@ from perfcast.measure import (
     local_cpu_device,
     measure_torch_dispatch_s,
     run_torch_cpu_sweep,
+    with_achieved_peak,
 )
 from perfcast.ops import cnn_ops, eager_ops
 from perfcast.specs import Device, Precision, cluster_for, get_model
@@ -179,7 +180,7 @@ def forecast_and_measure(r: ResolvedCpu) -> CpuResult:
     sweep = run_torch_cpu_sweep(quick=m.quick, repeats=3 if m.quick else 5, seed=m.seed,
                                 ops=used)
     phases["sweep_s"] = time.perf_counter() - start
-    device = local_cpu_device()
+    device = with_achieved_peak(local_cpu_device(), sweep)
     calibration = add_target_corrections(shipped_calibration(), sweep,
                                          devices={device.name: device})
     forecast = step_time(ops, cluster_for(device, 1), execution="eager",

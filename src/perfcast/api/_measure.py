@@ -45,6 +45,7 @@ from perfcast.measure import (
     run_gpu_sweep,
     run_model_steps,
     run_torch_cpu_sweep,
+    with_achieved_peak,
 )
 from perfcast.progress import ProgressFn
 from perfcast.progress import current as current_progress
@@ -251,31 +252,6 @@ def _gpu_spec(name: str) -> Device | None:
         return None
 
 
-def _peak_at_least_achieved(spec: Device, df: pd.DataFrame) -> Device:
-    """The CPU spec with each dtype's peak raised to the fastest GEMM or conv the sweep
-    timed, where that beat it: a derived peak is cores x clock x FLOPs/cycle, and the clock
-    read from /proc is the current one, not the turbo the cores reach under load. A roofline
-    below a measurement would clamp every calibrated forecast to it."""
-    compute = df[df["family"].isin(("gemm", "conv")) & (df["flops"] > 0)]
-    peaks, sources = dict(spec.dense_peak_flops), dict(spec.sources)
-    for dtype, peak in spec.dense_peak_flops.items():
-        name = getattr(dtype, "value", str(dtype))
-        rows = compute[compute["dtype"] == name]
-        if rows.empty:
-            continue
-        rates = rows["flops"] / rows["latency_s"]
-        best = float(rates.max())
-        if best > peak:
-            fastest = rows.loc[rates.idxmax()]
-            peaks[dtype] = best
-            sources[f"dense_peak_flops.{name}"] = (
-                f"measured: the fastest {fastest['family']} of this sweep ({fastest['op']}, "
-                f"m={fastest['m']:g} n={fastest['n']:g} k={fastest['k']:g}) ran at "
-                f"{best / 1e9:,.1f} GFLOP/s, above the derived {peak / 1e9:,.1f} "
-                f"({spec.sources.get(f'dense_peak_flops.{name}', 'derived')})")
-    return spec.model_copy(update={"dense_peak_flops": peaks, "sources": sources})
-
-
 def _with_torch_dispatch(spec: Device) -> Device:
     """The CPU spec with torch's per-op dispatch as its launch overhead (what an eager torch
     model pays per kernel on this CPU)."""
@@ -303,7 +279,7 @@ def _device_spec(r: ResolvedMeasure, df: pd.DataFrame) -> Device | None:
     if r.kind == "cuda":
         spec = _gpu_spec(str(df["device"].iloc[0]))
         return None if spec is None else _with_launch(spec)
-    spec = _peak_at_least_achieved(local_cpu_device(threads=1), df)
+    spec = with_achieved_peak(local_cpu_device(threads=1), df)
     return _with_torch_dispatch(spec) if r.backend == "torch" else spec
 
 

@@ -1,6 +1,6 @@
 """Measurements: the shipped kernel store, its schema, and microbenchmarks of this machine."""
 
-from perfcast.measure._cpu import local_cpu_device
+from perfcast.measure._cpu import local_cpu_device, with_achieved_peak
 from perfcast.measure._gpu import (
     CaseTiming,
     DeviceBackend,
@@ -42,4 +42,5 @@ __all__ = [
     "CaseTiming", "DeviceBackend", "FakeDeviceBackend", "KernelCase", "estimate_sweep_s",
     "kernel_cases", "measure_launch_s", "run_collective_sweep", "run_torch_sweep", "time_case",
     "run_torch_cpu_sweep", "sample_per_group", "time_torch_call", "to_ops", "torch_sweep_shapes",
+    "with_achieved_peak",
 ]

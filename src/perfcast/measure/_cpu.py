@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from perfcast.errors import InputError
 from perfcast.specs import Device, DType
 
 __all__ = ["CPU_DEVICE_NAME", "DEFAULT_BANDWIDTH_PER_THREAD_BPS", "CpuInfo", "cpu_info",
            "fp32_flops_per_cycle", "local_cpu_device", "measure_call_overhead_s",
-           "measure_triad_bandwidth_bps"]
+           "measure_triad_bandwidth_bps", "with_achieved_peak"]
 
 CPU_DEVICE_NAME = "local-cpu"
 # Used when the bandwidth is not measured: a conservative single-core DRAM stream rate (one
@@ -299,3 +300,29 @@ def local_cpu_device(threads: int = 1, measure_bandwidth: bool = True) -> Device
         hbm_capacity_bytes=capacity, hbm_bandwidth_bps=bandwidth, l2_bytes=l2,
         l2_bandwidth_bps=l2_bw, kernel_launch_overhead_s=overhead, sources=sources,
     )
+
+
+def with_achieved_peak(spec: Device, df: pd.DataFrame) -> Device:
+    """The CPU spec with each dtype's peak raised to the fastest GEMM or conv in `df` (the
+    store-schema rows a sweep timed on it), where that beat it: a derived peak is cores x
+    clock x FLOPs/cycle, and the clock read from /proc is the current one, not the turbo the
+    cores reach under load. A roofline below a measurement would clamp every calibrated
+    forecast to it."""
+    compute = df[df["family"].isin(("gemm", "conv")) & (df["flops"] > 0)]
+    peaks, sources = dict(spec.dense_peak_flops), dict(spec.sources)
+    for dtype, peak in spec.dense_peak_flops.items():
+        name = getattr(dtype, "value", str(dtype))
+        rows = compute[compute["dtype"] == name]
+        if rows.empty:
+            continue
+        rates = rows["flops"] / rows["latency_s"]
+        best = float(rates.max())
+        if best > peak:
+            fastest = rows.loc[rates.idxmax()]
+            peaks[dtype] = best
+            sources[f"dense_peak_flops.{name}"] = (
+                f"measured: the fastest {fastest['family']} of this sweep ({fastest['op']}, "
+                f"m={fastest['m']:g} n={fastest['n']:g} k={fastest['k']:g}) ran at "
+                f"{best / 1e9:,.1f} GFLOP/s, above the derived {peak / 1e9:,.1f} "
+                f"({spec.sources.get(f'dense_peak_flops.{name}', 'derived')})")
+    return spec.model_copy(update={"dense_peak_flops": peaks, "sources": sources})

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from perfcast.api._base import Group, Request, register
 from perfcast.api._calibrate_host import HostFit, fit_host_speed
 from perfcast.api._choices import device_from_spec
+from perfcast.api._measure import steps_path
 from perfcast.errors import (
     InputError,
     check_output_file,
@@ -26,7 +27,7 @@ from perfcast.kernels import Calibration, shipped_calibration
 from perfcast.kernels._target import DeviceCalibration, calibrate_device
 from perfcast.measure import StepMeasurements, check_measurements, load_steps
 from perfcast.measure._cpu import cpu_info
-from perfcast.specs import Device, get_device, get_stack, stack_names
+from perfcast.specs import Device, get_device, get_stack
 
 __all__ = ["CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
            "ResolvedCalibrate", "load_device"]
@@ -119,9 +120,7 @@ def _torch_timed(rows: pd.DataFrame) -> bool:
 
 def _stack(given: str | None, rows: pd.DataFrame) -> str | None:
     if given is not None:
-        if given not in stack_names():
-            raise InputError("stack", f"unknown stack {given!r}", stack_names())
-        return get_stack(given).name
+        return get_stack(given).name  # an unknown name: InputError listing the stacks
     return "hf-transformers" if _torch_timed(rows) else None
 
 
@@ -148,7 +147,7 @@ def resolve_calibrate(request: CalibrateRequest) -> ResolvedCalibrate:
 
 def _beside(measurements: Path) -> Path | None:
     """The steps file `perfcast measure --model` wrote beside the measurements, if any."""
-    path = measurements.with_name(measurements.name + ".steps.json")
+    path = steps_path(measurements)
     return path if path.exists() else None
 
 

@@ -65,7 +65,7 @@ def _speed_for(options: dict[str, Any], measured_s: float) -> float:
             lo = mid
         else:
             hi = mid
-    return min(max(math.exp((lo + hi) / 2), slow), fast)
+    return _clip(math.exp((lo + hi) / 2))
 
 
 def _clip(speed: float) -> float:

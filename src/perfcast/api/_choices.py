@@ -25,6 +25,7 @@ from perfcast.kernels import (
 )
 from perfcast.kernels._learned import LearnedTimeModel, learned_time_model, shipped_learned
 from perfcast.kernels._stack import family_provenance, stack_kernel_model
+from perfcast.kernels._target import CALIBRATED
 from perfcast.specs import (
     Cluster,
     Device,
@@ -277,7 +278,7 @@ def calibration_summary(own: Calibration, device: Device | None) -> dict[str, An
         "calibration_device": prov.get("device"), "calibration_stack": prov.get("stack"),
         "calibration_families": sorted(own.devices.get(device.name, {})) if device else [],
         "calibration_kept_shipped": sorted(c["family"] for c in checks
-                                           if c.get("status") != "calibrated"),
+                                           if c.get("status") != CALIBRATED),
     }
     warnings = []
     harness = prov.get("harness")

@@ -36,7 +36,7 @@ __all__ = [
     "CROSS_GENERATION", "Calibration", "KERNEL_SOURCES", "KernelSource", "PhysicsModel",
     "SCHEMA_VERSION", "TARGET_MEASURED", "UNMODELLED_FAMILIES",
     "add_target_corrections", "calibration_devices", "devices_by_family", "fit_calibration",
-    "kernel_source", "measurement_ops", "shipped_calibration",
+    "kernel_rows", "kernel_source", "measurement_ops", "shipped_calibration",
 ]
 
 SCHEMA_VERSION = 1
@@ -211,6 +211,12 @@ def _prepare_rows(rows: pd.DataFrame, devices: dict[str, Device] | None
             np.concatenate(bins), np.concatenate(dts))
 
 
+def kernel_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows (store schema) a kernel calibration fits: collectives (priced by
+    perfcast.comm) and unmodelled families left out."""
+    return rows[~rows["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES).to_numpy()]
+
+
 def _rows_order(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values("device", kind="stable")
 
@@ -221,8 +227,7 @@ def fit_calibration(train: pd.DataFrame, target: pd.DataFrame | None = None,
     """Fit family parameters and shared residuals on `train` rows (store schema); then, for
     each device in `target`, its own corrections on those rows (the target-measured tier).
     `devices` supplies specs for names outside the catalog (e.g. the local CPU)."""
-    skip = train["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)
-    train = _rows_order(train[~skip])
+    train = _rows_order(kernel_rows(train))
     families, residuals = {}, {}
     for family, rows in train.groupby("family", sort=True):
         prep, lat, grp, bins, dts = _prepare_rows(rows, devices)
@@ -237,7 +242,7 @@ def fit_calibration(train: pd.DataFrame, target: pd.DataFrame | None = None,
 def add_target_corrections(cal: Calibration, target: pd.DataFrame,
                            devices: dict[str, Device] | None = None) -> Calibration:
     """A copy of `cal` with per-device corrections fitted on `target` rows (store schema)."""
-    rows = _rows_order(target[~target["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)])
+    rows = _rows_order(kernel_rows(target))
     own = _fit_targets(cal, rows, devices)
     return Calibration(cal.families, cal.residuals, {**cal.devices, **own}, cal.provenance)
 
@@ -456,8 +461,7 @@ def calibration_devices(source: str = "default") -> dict[str, tuple[str, ...]]:
 def devices_by_family(store: pd.DataFrame) -> dict[str, list[str]]:
     """Per fitted (non-collective) family, the sorted devices with rows in `store`: the
     provenance entry `calibration_devices` reads back."""
-    rows = store[~store["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)]
-    pairs = rows[["family", "device"]].drop_duplicates().astype(str)
+    pairs = kernel_rows(store)[["family", "device"]].drop_duplicates().astype(str)
     return {f: sorted(g["device"]) for f, g in pairs.groupby("family", sort=True)}
 
 

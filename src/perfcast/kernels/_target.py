@@ -17,14 +17,13 @@ import numpy as np
 import pandas as pd
 
 from perfcast.kernels._calibration import (
-    UNMODELLED_FAMILIES,
     Calibration,
     PhysicsModel,
     add_target_corrections,
+    kernel_rows,
     measurement_ops,
 )
 from perfcast.kernels._physics import variants
-from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Device
 
 __all__ = ["CALIBRATED", "KEPT_BASE", "MIN_GAIN", "DeviceCalibration", "FamilyCheck",
@@ -100,20 +99,21 @@ class DeviceCalibration:
         return out
 
 
-def _fittable(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[~rows["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)]
-
-
-def _shape_folds(rows: pd.DataFrame, folds: int, seed: int) -> np.ndarray:
-    """A fold per row, the same for every timing of one shape (a graph-timed and an eager
-    row of a kernel are held out together), shapes dealt to folds in a seeded order."""
+def _shape_codes(rows: pd.DataFrame) -> np.ndarray:
+    """A code per row, 0..shapes-1, the same for every timing of one kernel shape (a
+    graph-timed and an eager row of a kernel are held out together)."""
     cols = [c for c in _SHAPE if c in rows.columns]
     shape_id = pd.util.hash_pandas_object(rows[["op", *cols]], index=False).to_numpy()
-    uniq, inverse = np.unique(shape_id, return_inverse=True)
-    order = np.random.default_rng(seed).permutation(len(uniq))
-    fold_of = np.empty(len(uniq), dtype=int)
-    fold_of[order] = np.arange(len(uniq)) % folds
-    return fold_of[inverse]
+    return np.unique(shape_id, return_inverse=True)[1].reshape(-1)
+
+
+def _shape_folds(codes: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    """A fold per row from its shape code: shapes dealt to folds in a seeded order."""
+    shapes = int(codes.max()) + 1
+    order = np.random.default_rng(seed).permutation(shapes)
+    fold_of = np.empty(shapes, dtype=int)
+    fold_of[order] = np.arange(shapes) % folds
+    return fold_of[codes]
 
 
 def _predict(cal: Calibration, rows: pd.DataFrame, device: Device) -> np.ndarray:
@@ -139,19 +139,19 @@ def _check(base: Calibration, rows: pd.DataFrame, device: Device, key: str,
     kernels = pd.Series(variants(measurement_ops(rows))).str.rsplit("/", n=1).str[0]
     default_op = str(kernels.value_counts().sort_index()
                      .sort_values(ascending=False, kind="stable").index[0])
-    n_shapes = len(set(_shape_folds(rows, max(len(rows), 1), seed)))
-    k = min(folds, n_shapes)
+    codes = _shape_codes(rows)
+    k = min(folds, int(codes.max()) + 1)
     if len(rows) < MIN_ROWS or k < 2:
         return FamilyCheck(key, len(rows), 0, None, None, None, KEPT_BASE,
                            f"{len(rows)} rows: too few to check out of sample",
                            default_op), {}
-    fold = _shape_folds(rows, k, seed)
-    base_pred, new_pred = np.empty(len(rows)), np.empty(len(rows))
+    fold = _shape_folds(codes, k, seed)
+    base_pred = _predict(base, rows, device)  # the base saw none of the rows: one pass
+    new_pred = np.empty(len(rows))
     for i in range(k):
         held = fold == i
         fitted = add_target_corrections(base, rows[~held], specs)
         _with_default_op(fitted, device.name, key, default_op)
-        base_pred[held] = _predict(base, rows[held], device)
         new_pred[held] = _predict(fitted, rows[held], device)
     measured = rows["latency_s"].to_numpy(dtype=float)
     base_err, new_err = mape(base_pred, measured), mape(new_pred, measured)
@@ -175,7 +175,7 @@ def calibrate_device(base: Calibration, rows: pd.DataFrame, device: Device, *,
     cross-validation over shapes, seeded); collectives are not fitted here."""
     kept: dict = {}
     checks = []
-    for (family, dtype), part in _fittable(rows).groupby(["family", "dtype"], sort=True):
+    for (family, dtype), part in kernel_rows(rows).groupby(["family", "dtype"], sort=True):
         check, own = _check(base, part, device, f"{family}/{dtype}", folds, seed)
         checks.append(check)
         kept.update(own)

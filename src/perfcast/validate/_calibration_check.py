@@ -29,16 +29,15 @@ from threadpoolctl import threadpool_limits
 
 from perfcast.errors import InputError
 from perfcast.kernels import (
-    UNMODELLED_FAMILIES,
     PhysicsModel,
     add_target_corrections,
     fit_calibration,
     measurement_ops,
     roofline_times,
 )
+from perfcast.kernels._calibration import kernel_rows
 from perfcast.kernels._target import CALIBRATED, DeviceCalibration, calibrate_device
 from perfcast.measure import load_store
-from perfcast.ops import COMM_FAMILIES
 from perfcast.progress import ProgressFn
 from perfcast.specs import get_device
 from perfcast.validate._kernels import (
@@ -82,16 +81,11 @@ ROW_COLUMNS = ["source", "device", "group", "status", "sampled", "n", "roofline_
                "check_base_mape", "check_calibrated_mape", "verdict"]
 
 
-def _kernel_rows(store: pd.DataFrame) -> pd.DataFrame:
-    """The store's rows a kernel calibration fits (collectives and unmodelled families out)."""
-    return store[~store["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES).to_numpy()]
-
-
 @cache
 def _shipped(source: str) -> pd.DataFrame:
     """A shipped store's kernel rows (once per process: forked or fresh workers alike)."""
     if source == "default":
-        return _kernel_rows(load_store())
+        return kernel_rows(load_store())
     return stack_stores((source,))[source]
 
 
@@ -153,7 +147,7 @@ def _fold(stores: dict[str, pd.DataFrame] | None, source: str, device: str,
     """Base fitted on the store's other devices, calibrated on a random TARGET_FRACTION of
     the device's rows, every method scored on the rest."""
     rows = (stores or {}).get(source)
-    rows = _shipped(source) if rows is None else _kernel_rows(rows)
+    rows = _shipped(source) if rows is None else kernel_rows(rows)
     mine = (rows["device"] == device).to_numpy()
     base = fit_calibration(_sample(rows[~mine], size.base_rows, seed),
                            provenance={"check": "calibration", "held_out": device})

@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 from perfcast.kernels import (
-    UNMODELLED_FAMILIES,
     Calibration,
     LearnedKernels,
     LearnedTimeModel,
@@ -45,8 +44,8 @@ from perfcast.kernels import (
     roofline_times,
     shipped_calibration,
 )
+from perfcast.kernels._calibration import kernel_rows
 from perfcast.measure import load_store, sample_per_group
-from perfcast.ops import COMM_FAMILIES
 from perfcast.progress import ProgressFn
 from perfcast.specs import Device, get_device
 
@@ -104,7 +103,7 @@ class KernelSplit:
 
 def kernel_splits(store: pd.DataFrame, names: list[str] | None = None) -> list[KernelSplit]:
     """The held-out splits over kernel (non-collective) rows of the store."""
-    kernels = store[~store["family"].isin(COMM_FAMILIES | UNMODELLED_FAMILIES)]
+    kernels = kernel_rows(store)
     out: list[KernelSplit] = []
     wanted = names or ["generation", "neusight"] + [
         f"loo:{s}" for s in ("aiconfigurator", "neusight", "vidur")]

@@ -8,12 +8,12 @@ import pandas as pd
 
 from perfcast.compose._serving_grid import LazyGrid, LinearRows, geometric
 from perfcast.compose._serving_stats import BatchStats
-from perfcast.ops import COMM_FAMILIES, Batch, step_ops
+from perfcast.ops import COMM_FAMILIES, Batch, layer_name, step_ops
 
 __all__ = ["ATTN_COL", "CATEGORIES", "WHERE", "StepGrids"]
 
 _DRIVER_OPS = {"lm_head": "S", "sampling": "S", "kv_b_proj": "Pt", "q_absorb": "Sd",
-               "v_absorb": "Sd"}
+               "v_absorb": "Sd", "scan_prefill": "Pt", "state_decode": "Sd"}
 CATEGORIES = ("gemm", "attention", "comm", "other")
 WHERE = ("first", "layers", "last")  # embedding stage, the layer stack, the head
 
@@ -50,6 +50,28 @@ def _feat_prefill(p: np.ndarray) -> np.ndarray:
     s, q, c, r = p.T
     k, pairs = q + c, r * (q * c + q * (q + 1) / 2)
     return np.column_stack([np.ones(len(p)), q, k, pairs, s, s * q, s * k, s * pairs])
+
+
+def _window_pairs(q: np.ndarray, c: np.ndarray, w: float) -> np.ndarray:
+    """Keys attended by q new queries after c cached keys when each sees at most w:
+    S(c + q) - S(c), S(x) = sum_{j<=x} min(j, w) (the equal-split form of attended_keys)."""
+    def s(x):
+        return np.where(x <= w, x * (x + 1) / 2, w * (w + 1) / 2 + w * (x - w))
+    return s(c + q) - s(c)
+
+
+def _clipped(driver: str, window: float):
+    """The feature map of a windowed layer's attention rows: decode keys clipped to the
+    window, prefill pairs counted with it (per sequence of the equal split)."""
+    if driver == "attn_decode":
+        return lambda p: _feat_decode(np.column_stack([p[:, 0], np.minimum(p[:, 1], window)]))
+
+    def feat(p):
+        s, q, c, r = p.T
+        pairs = r * _window_pairs(q, c, window)
+        k = q + c
+        return np.column_stack([np.ones(len(p)), q, k, pairs, s, s * q, s * k, s * pairs])
+    return feat
 
 
 _FEATURES = {"T": _feat_1d, "S": _feat_1d, "Pt": _feat_1d, "Sd": _feat_1d,
@@ -96,23 +118,44 @@ class StepGrids:
         per = total.reshape(groups, -1)[:, :, None] * onehot[None, :, :]
         return per.sum(axis=1)
 
+    def _windows(self, rows: pd.DataFrame) -> np.ndarray:
+        """Per attention row, the window its statistics are clipped to here (0: none): the
+        attention core of windowed layers when the model mixes windows (else BatchStats
+        already clipped them with the uniform window)."""
+        m = self.model
+        if m.uniform_window is not None or self.window is not None:
+            return np.zeros(len(rows))
+        by_layer = {layer_name(m, mix, ffn): m.window_of(mix) or 0
+                    for mix, ffn, _ in m.layer_groups()}
+        return np.where(rows["op"].to_numpy() == "attn",
+                        rows["layer"].map(by_layer).fillna(0).to_numpy(dtype=float), 0.0)
+
     def _grid(self, axes, driver, batches, points, fallback=None, block=None):
         """(grid or None when the part has no rows, kernel launches of the part)."""
         tables = [self._ops(b, driver) for b in batches]
         if tables[0].empty:
             return None, 0
-        feats = _FEATURES[driver](np.array(points, dtype=float))
+        pts = np.array(points, dtype=float)
         ncols = 1 if driver.startswith("attn_") else 1 + len(CATEGORIES) * len(WHERE)
-        fit = LinearRows.fit(tables[:-1], feats[:-1], tables[-1], feats[-1])
-        if fit is None:
+        windows = self._windows(tables[0]) if driver.startswith("attn_") else np.zeros(1)
+        parts = []  # (fit, feature map) per window of the part's rows
+        for w in np.unique(windows):
+            keep = windows == w if len(windows) == len(tables[0]) else slice(None)
+            feat = _clipped(driver, w) if w else _FEATURES[driver]
+            feats = feat(pts)
+            fit = LinearRows.fit([t[keep] for t in tables[:-1]], feats[:-1], tables[-1][keep],
+                                 feats[-1])
+            parts.append((fit, feat))
+        if any(fit is None for fit, _ in parts):
             if fallback is None:
                 raise RuntimeError(f"{driver} op rows are not linear in their statistics")
             axes, price = fallback
         else:
-            onehot = _cell_columns(fit.template)
+            onehots = [_cell_columns(fit.template) for fit, _ in parts]
 
-            def price(pts, fit=fit, feat=_FEATURES[driver], onehot=onehot):
-                return self._price_rows(fit.rows(feat(pts)), len(pts), onehot)[:, :ncols]
+            def price(pts, parts=parts, onehots=onehots):
+                return sum(self._price_rows(fit.rows(feat(pts)), len(pts), onehot)[:, :ncols]
+                           for (fit, feat), onehot in zip(parts, onehots, strict=True))
         return LazyGrid(axes, ncols, price, block), int(tables[0]["count"].sum())
 
     def _build(self) -> None:

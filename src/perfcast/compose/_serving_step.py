@@ -64,7 +64,7 @@ class ServingStepModel(StepGrids):
         self.limits = (max_tokens, max_seqs, max_context)
         self._limits = ((max_tokens, "max_tokens"), (max_seqs, "max_seqs"),
                         (max_context, "max_context"), (max_context + 1, "max_context"))
-        self.window = model.sliding_window
+        self.window = model.uniform_window
         self._decode_const: dict[int, tuple] = {}  # per sequence count, for decode_run_s
         self._build()
 

@@ -26,9 +26,10 @@ _K_STEP = 64.0  # main-loop depth per iteration
 _ATTN_Q_BLOCK = 128.0
 _DECODE_KEY_SPLIT = 256.0
 _VECTOR_BLOCK_ELEMS = 4096.0
-# Families run on the matrix units: the op table's tensor families plus fused MoE layers
-# (grouped expert GEMMs, measured by AIConfigurator as one `moe` kernel).
-MATRIX_FAMILIES = TENSOR_FAMILIES | {"moe"}
+# Families run on the matrix units: the op table's tensor families, fused MoE layers
+# (grouped expert GEMMs, measured by AIConfigurator as one `moe` kernel) and the chunked
+# scans of linear-attention / SSM layers, whose chunk products run on tensor cores.
+MATRIX_FAMILIES = TENSOR_FAMILIES | {"moe", "linear_attn"}
 # Matrix families whose fp32 rows are priced on the vector (SIMT) fp32 peak: NeuSight's fp32
 # convolutions (the conv family's only measurements) were fitted there, so fp32 conv stays
 # as calibrated; fp16/bf16 convs (cuDNN implicit GEMM) take the tensor peak of their dtype.

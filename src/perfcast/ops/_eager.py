@@ -399,6 +399,7 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
     `context` cached tokens. `attention`: 'eager' (legacy, materialised scores) or 'sdpa'
     (module docstring); models without an SDPA path in transformers keep 'eager'."""
     _check(batch_size, seq_len, mode, model, attention, context, logits)
+    model.require_uniform_layers("an eager (HF transformers) op table")
     precision = precision or Precision()
     plan = plan or ParallelPlan()
     plan.check(model)

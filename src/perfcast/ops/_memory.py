@@ -49,14 +49,34 @@ def weight_bytes_per_gpu(model: ModelSpec, precision: Precision, plan: ParallelP
 
 
 def kv_bytes_per_token(model: ModelSpec, precision: Precision, plan: ParallelPlan) -> float:
-    """KV-cache bytes one token occupies on one GPU (all of its pipeline stage's layers)."""
+    """KV-cache bytes one token occupies on one GPU (all of its pipeline stage's attention
+    layers; sparse layers add the indexer's key). Windowed layers are charged per token like
+    full ones: blocks that slid out of the window are not freed (vLLM v0; v1's hybrid
+    allocator frees them, so this is an upper bound for it)."""
     if model.kind == "encoder":
         return 0.0
     if model.mla:  # the latent is replicated across TP ranks
         per_layer = model.kv_cache_elements_per_token()
     else:
         per_layer = 2 * max(model.num_kv_heads // plan.tp, 1) * model.head_dim
-    return per_layer * model.num_layers / plan.pp * bytes_per_element(precision.kv_cache)
+    if model.sparse_attention:
+        per_layer += model.sparse_attention.indexer_head_dim
+    return (per_layer * model.num_attention_layers / plan.pp
+            * bytes_per_element(precision.kv_cache))
+
+
+def state_bytes_per_sequence(model: ModelSpec, precision: Precision,
+                             plan: ParallelPlan) -> float:
+    """Recurrent-state bytes one sequence holds on one GPU, whatever its length: fp32 SSM /
+    DeltaNet states plus the short conv's last inputs, heads split over TP (engines keep one
+    slot per schedulable sequence: vLLM's MambaCacheManager sizes it by max_num_seqs)."""
+    lin = model.linear_mixer
+    if lin is None:
+        return 0.0
+    layers = sum(m in ("linear", "mamba") for m in model.mixers())
+    conv = lin.conv_kernel * (2 * lin.key_heads * lin.key_head_dim + lin.out_width)
+    per_layer = (4.0 * lin.state_elements + conv * bytes_per_element(precision.activations))
+    return per_layer / plan.tp * layers / plan.pp
 
 
 def inference_memory(model: ModelSpec, precision: Precision, plan: ParallelPlan,
@@ -74,7 +94,8 @@ def inference_memory(model: ModelSpec, precision: Precision, plan: ParallelPlan,
     nccl = NCCL_BYTES.get(tp, NCCL_BYTES[8]) if tp > 1 else 0.0
     return MemoryFootprint(
         weights_bytes=weight_bytes_per_gpu(model, precision, plan),
-        kv_cache_bytes=kv_bytes_per_token(model, precision, plan) * batch_size * max_context,
+        kv_cache_bytes=(kv_bytes_per_token(model, precision, plan) * max_context
+                        + state_bytes_per_sequence(model, precision, plan)) * batch_size,
         activation_bytes=activations,
         runtime_bytes=RUNTIME_BYTES + nccl,
     )

@@ -86,11 +86,14 @@ class _Ctx:
 
 
 def _attention(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool = True,
-               cross: bool = False) -> None:
-    """Prefill and decode attention rows, plus the KV-cache write."""
+               cross: bool = False, mixer: str = "full") -> None:
+    """Prefill and decode attention rows (a sparse layer's indexer too), plus the KV-cache
+    write. A query of a windowed layer attends at most `window_of(mixer)` keys."""
     m = c.model
     mla = m.mla
-    window = None if cross else m.sliding_window
+    window = None if cross else m.window_of(mixer)
+    if mixer == "sparse":
+        _indexer(c, layer, batch, count, causal)
     groups = []
     if batch.prefill_tokens:
         new = np.asarray(batch.prefill_tokens, dtype=float)
@@ -132,7 +135,74 @@ def _attention(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool = Tru
                    count=count)
 
 
-def _attention_block(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool) -> None:
+def _indexer(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool) -> None:
+    """DSA's lightning indexer (DeepSeek-V3.2-Exp report, sec. 2.1): q from the q latent, one
+    shared key per token, `indexer_heads` ReLU dot products with every cached key, then a
+    top-k over the fp32 scores. Its scoring reads every key, so it is an attention row over
+    the unclipped keys; the scores' write and the top-k's read are in its bytes."""
+    m, s = c.model, c.model.sparse_attention
+    t = batch.num_tokens
+    q_in = m.mla.q_lora_rank if m.mla and m.mla.q_lora_rank else m.hidden_size
+    c.gemm(layer, "indexer_q_proj", t, s.indexer_heads * s.indexer_head_dim, q_in, count)
+    c.gemm(layer, "indexer_k_proj", t, s.indexer_head_dim + s.indexer_heads, m.hidden_size,
+           count)
+    groups = []
+    if batch.prefill_tokens:
+        new = np.asarray(batch.prefill_tokens, dtype=float)
+        ctx = batch.context()
+        groups.append(("attn_prefill", new, new + ctx, attended_keys(new, ctx, None, causal)))
+    if batch.decode_context:
+        ctx = np.asarray(batch.decode_context, dtype=float)
+        groups.append(("attn_decode", np.ones_like(ctx), ctx, ctx))
+    for family, new, keys, pairs in groups:
+        seqs, q_tokens, n_pairs = len(new), float(new.sum()), float(pairs.sum())
+        c.rows.add(layer, "indexer", family, c.phase, b=seqs * s.indexer_heads,
+                   m=q_tokens / seqs, n=float(keys.mean()), k=s.indexer_head_dim,
+                   flops=2.0 * s.indexer_heads * s.indexer_head_dim * n_pairs,
+                   bytes_read=float(keys.sum()) * s.indexer_head_dim * c.kv_b + 4.0 * n_pairs,
+                   bytes_written=4.0 * n_pairs, dtype=c.prec.attention_math, count=count)
+
+
+def _recurrent_block(c: _Ctx, layer: str, batch: Batch, count: int) -> None:
+    """A Gated DeltaNet / Mamba / lightning layer: projections, the short causal conv, the
+    chunked scan over prefill tokens (chunkwise form, Yang et al. 2024: per token ~3 state
+    products of vh x dk x dv plus the intra-chunk terms of a 64-token chunk) and one state
+    step per decode sequence reading and writing its fp32 state. Heads split over TP."""
+    m, lin, tp, t = c.model, c.model.linear_mixer, c.plan.tp, batch.num_tokens
+    h = m.hidden_size
+    c.vector(layer, "input_norm", "norm", t, h, reads=1, writes=1, count=count, flops_per_elem=4)
+    c.gemm(layer, "in_proj", t, lin.in_width / tp, h, count)
+    conv_width = (2 * lin.key_heads * lin.key_head_dim + lin.out_width) / tp
+    if lin.conv_kernel:
+        c.vector(layer, "conv1d", "elementwise", t, conv_width, reads=1, writes=1, count=count,
+                 flops_per_elem=2 * lin.conv_kernel)
+    state = lin.state_elements / tp
+    if batch.prefill_tokens:
+        pt = float(sum(batch.prefill_tokens))
+        chunk = 64.0
+        flops = pt * (6.0 * state + 2.0 * chunk * (lin.key_heads * lin.key_head_dim
+                                                    + lin.out_width) / tp)
+        c.rows.add(layer, "scan_prefill", "linear_attn", c.phase, m=pt, n=lin.out_width / tp,
+                   k=lin.key_head_dim, flops=flops,
+                   bytes_read=pt * lin.in_width / tp * c.act_b,
+                   bytes_written=pt * lin.out_width / tp * c.vec_b,
+                   dtype=c.prec.attention_math, count=count)
+    if batch.decode_context:
+        seqs = float(len(batch.decode_context))
+        c.rows.add(layer, "state_decode", "linear_attn", c.phase, m=seqs, n=lin.out_width / tp,
+                   k=lin.key_head_dim, flops=6.0 * seqs * state,
+                   bytes_read=seqs * (4.0 * state + lin.in_width / tp * c.act_b),
+                   bytes_written=seqs * (4.0 * state + lin.out_width / tp * c.vec_b),
+                   dtype="fp32", count=count)
+    c.vector(layer, "gated_norm", "norm", t, lin.out_width / tp, reads=2, writes=1,
+             count=count, flops_per_elem=6)
+    c.gemm(layer, "out_proj", t, h, lin.out_width / tp, count)
+    c.collective(layer, "attn_allreduce", "allreduce", t * h * c.vec_b, tp, count)
+    c.vector(layer, "attn_residual", "elementwise", t, h, reads=2, writes=1, count=count)
+
+
+def _attention_block(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool,
+                     mixer: str = "full") -> None:
     m, tp, t = c.model, c.plan.tp, batch.num_tokens
     h = m.hidden_size
     c.vector(layer, "input_norm", "norm", t, h, reads=1, writes=1, count=count, flops_per_elem=4)
@@ -161,7 +231,7 @@ def _attention_block(c: _Ctx, layer: str, batch: Batch, count: int, causal: bool
         width = c.heads * m.head_dim + c.kv_heads * m.head_dim
         c.vector(layer, "rope", "rope", t, width, reads=1, writes=1, count=count,
                  flops_per_elem=3)
-    _attention(c, layer, batch, count, causal=causal)
+    _attention(c, layer, batch, count, causal=causal, mixer=mixer)
     c.gemm(layer, "o_proj", t, h, m.attn_out_dim / tp, count)
     c.collective(layer, "attn_allreduce", "allreduce", t * h * c.vec_b, tp, count)
     c.vector(layer, "attn_residual", "elementwise", t, h, reads=2, writes=1, count=count)
@@ -208,22 +278,32 @@ def _moe(c: _Ctx, layer: str, tokens: int, count: int) -> None:
         c.collective(layer, "moe_combine", "alltoall", tokens * topk * h * c.vec_b, plan.ep,
                      count)
     if moe.num_shared_experts:
-        _ffn(c, layer, "shared", tokens, moe.num_shared_experts * moe.expert_intermediate_size
-             / plan.tp, count)
+        _ffn(c, layer, "shared", tokens, m.shared_expert_width() / plan.tp, count)
+
+
+def layer_name(model: ModelSpec, mixer: str, ffn: str) -> str:
+    """Op-table name of a layer kind: `layer` / `moe_layer` for the model's plain attention
+    layers (as before layer patterns existed), prefixed by the mixer otherwise."""
+    plain = mixer == "full" or (mixer == "sliding" and model.layer_mixers is None)
+    prefix = "" if plain else "ffn_only_" if mixer == "none" else f"{mixer}_"
+    return prefix + {"dense": "layer", "moe": "moe_layer", "none": "block"}[ffn]
 
 
 def _decoder_layers(c: _Ctx, batch: Batch, causal: bool) -> None:
     m, t = c.model, batch.num_tokens
-    n_moe = m.num_moe_layers
-    for layer, count, moe in (("layer", m.num_layers - n_moe, False),
-                              ("moe_layer", n_moe, True)):
-        if count == 0:
-            continue
-        _attention_block(c, layer, batch, count, causal)
+    for mixer, ffn, count in m.layer_groups():
+        layer = layer_name(m, mixer, ffn)
+        if mixer in ("linear", "mamba"):
+            _recurrent_block(c, layer, batch, count)
+        elif mixer != "none":
+            _attention_block(c, layer, batch, count, causal, mixer)
         if m.kind == "encoder-decoder":
             _cross_attention(c, layer, batch, count)
+        if ffn == "none":
+            continue
         c.vector(layer, "post_attn_norm", "norm", t, m.hidden_size, reads=1, writes=1,
                  count=count, flops_per_elem=4)
+        moe = ffn == "moe"
         if moe:
             _moe(c, layer, t, count)
         else:
@@ -248,7 +328,8 @@ def _encoder(c: _Ctx, batch: Batch) -> None:
     """The encoder stack of an encoder-decoder model, over the prompt (prefill only)."""
     m = c.model
     enc = Batch(prefill_tokens=batch.prefill_tokens)
-    plain = m.model_copy(update={"kind": "encoder", "num_layers": m.num_encoder_layers})
+    plain = m.model_copy(update={"kind": "encoder", "num_layers": m.num_encoder_layers,
+                                 "layer_mixers": None, "layer_ffns": None})
     start = len(c.rows.rows)
     _decoder_layers(_Ctx(plain, c.prec, c.plan, c.rows, c.phase), enc, causal=False)
     for row in c.rows.rows[start:]:

@@ -43,7 +43,7 @@ class StepCost:
     def __init__(self, config: ServeConfig, model: StepTimeModel):
         self.model = model
         self.pp, self.tp, self.host = config.pp, config.tp, config.host
-        self.windowed = config.model_spec.sliding_window is not None
+        self.windowed = config.model_spec.uniform_window is not None
         self.scalar = config.pp == 1 and config.execution == "cuda-graph"
         stats = isinstance(model, StatsStepTimeModel)
         if not stats and (not self.scalar or config.spec_k):

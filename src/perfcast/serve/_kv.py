@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfcast.errors import InputError
-from perfcast.ops import inference_memory, kv_bytes_per_token
+from perfcast.ops import inference_memory, kv_bytes_per_token, state_bytes_per_sequence
 from perfcast.serve._config import ServeConfig
 
 __all__ = ["KVCache", "MemoryPlan", "plan_memory"]
@@ -18,7 +18,8 @@ __all__ = ["KVCache", "MemoryPlan", "plan_memory"]
 @dataclass(frozen=True)
 class MemoryPlan:
     """Per-GPU bytes of one replica: usable = capacity x utilisation = weights + activation
-    workspace + runtime + KV; blocks is the KV share in blocks of `block_size` tokens."""
+    workspace + runtime + recurrent states + KV; blocks is the KV share in blocks of
+    `block_size` tokens."""
 
     usable_bytes: float
     weights_bytes: float
@@ -27,6 +28,7 @@ class MemoryPlan:
     kv_bytes: float
     bytes_per_block: float
     blocks: int
+    state_bytes: float = 0.0  # recurrent layers' per-sequence states, max_batch slots
 
 
 def plan_memory(config: ServeConfig) -> MemoryPlan:
@@ -39,17 +41,21 @@ def plan_memory(config: ServeConfig) -> MemoryPlan:
     logits = (config.max_batch - 1) * model.vocab_size / plan.tp * 4.0
     act = fp.activation_bytes + logits
     usable = device.hbm_capacity_bytes * config.gpu_memory_utilization
-    kv = usable - fp.weights_bytes - act - fp.runtime_bytes
+    # recurrent layers' states: one slot per schedulable sequence, reserved up front
+    states = state_bytes_per_sequence(model, prec, plan) * config.max_batch
+    kv = usable - fp.weights_bytes - act - fp.runtime_bytes - states
     per_block = kv_bytes_per_token(model, prec, plan) * config.block_size
     blocks = int(kv // per_block) if kv > 0 else 0
     if blocks < 1:
         gb = 1e-9
         raise InputError("gpu_memory_utilization", f"{model.name} does not fit: "
                          f"{usable * gb:.1f} GB usable per GPU, weights {fp.weights_bytes * gb:.1f}"
-                         f" GB + activations {act * gb:.1f} GB + runtime "
+                         f" GB + activations {act * gb:.1f} GB + recurrent states "
+                         f"{states * gb:.1f} GB + runtime "
                          f"{fp.runtime_bytes * gb:.1f} GB leave no KV block",
                          "a higher utilisation, more tp/pp, or a larger gpu")
-    return MemoryPlan(usable, fp.weights_bytes, act, fp.runtime_bytes, kv, per_block, blocks)
+    return MemoryPlan(usable, fp.weights_bytes, act, fp.runtime_bytes, kv, per_block, blocks,
+                      states)
 
 
 class KVCache:

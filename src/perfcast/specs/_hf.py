@@ -5,21 +5,54 @@ from __future__ import annotations
 from typing import Any
 
 from perfcast.errors import InputError
+from perfcast.specs._hf_layers import (
+    layer_pattern,
+    linear_mixer_fields,
+    moe_layer_fields,
+    refuse_unmodelled,
+    sparse_fields,
+)
 from perfcast.specs._vision import vision_fields
 
-__all__ = ["spec_fields"]
+__all__ = ["KNOWN_TYPES", "spec_fields"]
 
 _GATED_TYPES = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2",
     "deepseek_v3", "gemma", "gemma2", "phi3", "internlm", "internlm2", "olmo", "olmo2",
 }
-# transformers' LlamaConfig defaults (configuration_llama.py), for diff-serialised text_config.
+# transformers' class defaults for diff-serialised text_config sections: LlamaConfig
+# (configuration_llama.py) and Gemma3TextConfig (configuration_gemma3.py).
 _TEXT_DEFAULTS = {"llama": {
     "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
     "num_attention_heads": 32, "hidden_act": "silu", "max_position_embeddings": 2048,
     "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "vocab_size": 32000,
+}, "gemma3_text": {
+    "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 131_072, "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
+    "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
 }}
 _ENCODER_TYPES = {"bert", "roberta", "deberta", "deberta-v2", "electra"}
+_GATED_TYPES |= {
+    "deepseek", "kimi_linear", "glm4_moe_lite", "qwen3_5_text", "llama4", "llama4_text",
+    "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe_text",
+    "deepseek_v32", "kimi_k2", "glm", "glm4", "glm4_moe", "glm_moe_dsa", "gemma3",
+    "gemma3_text", "phimoe", "gpt_oss", "minimax", "minimax_m1", "minimax_m2", "jamba",
+    "cohere", "cohere2", "olmoe", "granite", "granitemoe", "ernie4_5", "ernie4_5_moe", "dbrx",
+    "hunyuan_v1_moe", "exaone", "yi", "baichuan", "bailing_moe",
+}
+_PLAIN_MLP_TYPES = {"gpt2", "gpt_neo", "gpt_neox", "gptj", "opt", "phi", "falcon", "starcoder2",
+                    "nemotron", "nemotron_h", "bloom", "gpt_bigcode", "codegen"}
+_RMS_TYPES = {"gpt_oss", "gemma", "gemma2", "gemma3", "gemma3_text", "nemotron_h", "dbrx"}
+_LEARNED_POS_TYPES = {"gpt2", "opt", "gptj", "gpt_neo", "gpt_bigcode"}
+_ALIBI_TYPES = {"bloom"}
+_FOUR_H_TYPES = {"gpt2", "gpt_neo", "gptj", "falcon", "bloom", "gpt_bigcode", "codegen"}
+_TIED_TYPES = {"gpt2", "opt", "gemma", "gemma2", "gemma3", "gemma3_text"} | _ENCODER_TYPES
+# model_types whose modelling code the readers below follow; anything else is read only
+# where every feature is named by a key (see _Reader).
+KNOWN_TYPES = (_GATED_TYPES | _PLAIN_MLP_TYPES | _ENCODER_TYPES | _RMS_TYPES
+               | {"switch_transformers", "mpt", "vit", "llava"})
 
 
 def _first(config: dict[str, Any], *keys: str, default: Any = None, required: bool = True) -> Any:
@@ -41,21 +74,6 @@ def _section(config: dict[str, Any], key: str) -> dict[str, Any] | None:
         raise InputError(f"model_config.{key}", f"must be a JSON object, got {value!r}",
                          "an object of config keys")
     return value
-
-
-def _moe_fields(config: dict[str, Any], intermediate: int) -> dict[str, Any] | None:
-    experts = _first(config, "n_routed_experts", "num_local_experts", "num_experts",
-                     required=False)
-    if not experts or experts <= 1:
-        return None
-    return {
-        "num_experts": experts,
-        "experts_per_token": _first(config, "num_experts_per_tok", "moe_top_k", default=1),
-        "expert_intermediate_size": _first(config, "moe_intermediate_size", default=intermediate),
-        "num_shared_experts": _first(config, "n_shared_experts", default=0, required=False),
-        "first_dense_layers": _first(config, "first_k_dense_replace", default=0, required=False),
-        "layer_freq": _first(config, "moe_layer_freq", "decoder_sparse_step", default=1),
-    }
 
 
 def _mla_fields(config: dict[str, Any]) -> dict[str, Any] | None:
@@ -170,14 +188,20 @@ def _vit_fields(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _unwrap(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the language model's config, the multimodal wrapper or None). Wrappers (LLaVA,
+    Gemma 3, Llama 4, Kimi-K2.5, Qwen3.5) nest the LM under text_config; HF serialises it as a
+    diff against the class defaults, restored here for the types whose defaults we ship."""
+    if "text_config" not in config or "hidden_size" in config:
+        return config, None
+    text = _section(config, "text_config") or {}
+    _section(config, "vision_config")
+    return {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}, config
+
+
 def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
     """ModelSpec keyword arguments from a parsed config.json."""
-    vision_of = None
-    if "text_config" in config and "hidden_size" not in config:  # LLaVA-style wrappers
-        text = _section(config, "text_config") or {}
-        _section(config, "vision_config")
-        # HF serialises nested configs as a diff against the class defaults: restore them.
-        vision_of, config = config, {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}
+    config, wrapper = _unwrap(config)
     model_type = str(config.get("model_type", "")).lower()
     if model_type == "switch_transformers":
         return {**_switch_fields(config), "model_type": model_type}
@@ -185,42 +209,208 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
         return {**_mpt_fields(config), "model_type": model_type}
     if model_type == "vit":
         return {**_vit_fields(config), "model_type": model_type}
+    refuse_unmodelled(config)
+    fields = _Reader(config, model_type).decoder_fields()
+    if wrapper is not None and _section(wrapper, "vision_config") is not None:
+        fields["vision"] = _vision_or_none(wrapper, fields)
+    return fields
 
-    hidden = _first(config, "hidden_size", "n_embd", "d_model")
-    heads = _first(config, "num_attention_heads", "n_head", "num_heads")
-    kv_heads = _first(config, "num_key_value_heads", "multi_query_group_num", default=heads)
-    if config.get("multi_query"):
-        kv_heads = 1
-    intermediate = _first(config, "intermediate_size", "ffn_dim", "n_inner", default=4 * hidden)
-    act = str(_first(config, "hidden_act", "activation_function", default="gelu"))
-    mla = _mla_fields(config)
-    head_dim = _first(config, "head_dim", default=hidden // heads)
-    if mla:
-        head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
-    is_gpt2_like = model_type in {"gpt2", "opt", "gpt_neox", "gptj"} or model_type in _ENCODER_TYPES
-    use_sliding = config.get("use_sliding_window", True)
-    return {
-        "model_type": model_type,
-        "kind": "encoder" if model_type in _ENCODER_TYPES else "decoder",
-        "hidden_size": hidden,
-        "num_layers": _first(config, "num_hidden_layers", "n_layer", "num_layers"),
-        "num_heads": heads,
-        "num_kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "intermediate_size": intermediate,
-        "vocab_size": _first(config, "vocab_size"),
-        "max_position_embeddings": _first(
-            config, "max_position_embeddings", "n_positions", default=0, required=False) or None,
-        "gated_mlp": model_type in _GATED_TYPES or (
-            not is_gpt2_like and act in {"silu", "swiglu"}),
-        "activation": act,
-        "norm": "rmsnorm" if "rms_norm_eps" in config else "layernorm",
-        "position": "learned" if is_gpt2_like and model_type != "gpt_neox" else "rope",
-        "tied_embeddings": bool(config.get(
-            "tie_word_embeddings", model_type in {"gpt2", "opt"} or model_type in _ENCODER_TYPES)),
-        "sliding_window": config.get("sliding_window") if use_sliding else None,
-        "attention_bias": bool(config.get("attention_bias", model_type in {"qwen2", "gpt2"})),
-        "moe": _moe_fields(config, intermediate),
-        "mla": mla,
-        "vision": vision_fields(vision_of, hidden) if vision_of else None,
-    }
+
+def _vision_or_none(wrapper: dict[str, Any], fields: dict[str, Any]) -> Any:
+    """The CLIP-style tower of LLaVA-like wrappers; other towers (SigLIP, MoonViT, ...) are
+    not priced: the spec says so in `inferred` instead of guessing their shapes."""
+    try:
+        return vision_fields(wrapper, fields["hidden_size"])
+    except (InputError, KeyError, TypeError, ValueError):
+        vtype = (wrapper.get("vision_config") or {}).get("model_type", "unknown")
+        fields["inferred"] = (*fields["inferred"], f"vision tower ({vtype}) not priced: "
+                              "only the language model is")
+        return None
+
+
+class _Reader:
+    """Reads a decoder-only config into ModelSpec fields. Known model_types follow their
+    transformers modelling file; an unknown type is read only where every needed feature is
+    named by a key, and each feature taken by inference is listed in `inferred`."""
+
+    def __init__(self, config: dict[str, Any], model_type: str):
+        self.c, self.type = config, model_type
+        self.known = model_type in KNOWN_TYPES
+        self.inferred: list[str] = []
+
+    def need(self, *keys: str, what: str) -> Any:
+        """The first key present; a present null or no key at all is an error naming it."""
+        for key in keys:
+            if key in self.c:
+                if self.c[key] is None:
+                    raise InputError(f"model_config.{key}", f"is null, but {what} needs it",
+                                     "a positive integer")
+                return self.c[key]
+        raise InputError(f"model_config.{keys[0]}", f"missing: {what} needs "
+                         + " or ".join(keys), "a HuggingFace config.json of a transformer")
+
+    def opt(self, *keys: str, default: Any = None, note: str | None = None) -> Any:
+        for key in keys:
+            if self.c.get(key) is not None:
+                return self.c[key]
+        if note and not self.known:
+            self.inferred.append(note)
+        return default
+
+    def decoder_fields(self) -> dict[str, Any]:
+        c, t = self.c, self.type
+        hidden = self.need("hidden_size", "n_embd", "d_model", what="the model width")
+        heads = self.need("num_attention_heads", "n_head", "num_heads", what="attention")
+        layers = self.need("num_hidden_layers", "n_layer", "num_layers", what="the depth")
+        kv_heads = self.opt("num_key_value_heads", "num_kv_heads", "multi_query_group_num",
+                            default=heads, note="multi-head attention (no num_key_value_heads)")
+        if c.get("multi_query") and not c.get("new_decoder_architecture"):
+            kv_heads = 1  # Falcon-7B's MQA (modeling_falcon.py), whatever num_kv_heads says
+        mla = _mla_fields(c)
+        head_dim = self.opt("head_dim", default=None) or hidden // heads
+        if mla:
+            head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+        act = self.opt("hidden_activation", "hidden_act", "activation_function")
+        act = str(act if act is not None else self._default_act())
+        moe = self._moe(layers)
+        intermediate = self._intermediate(hidden, moe)
+        if moe:
+            moe.pop("layers_all")
+        window = c.get("sliding_window") if c.get("use_sliding_window", True) else None
+        mixers, ffns = layer_pattern(c, t, layers, window)
+        kinds = set(mixers or ())
+        return {
+            "model_type": t,
+            "kind": "encoder" if t in _ENCODER_TYPES else "decoder",
+            "hidden_size": hidden,
+            "num_layers": layers,
+            "num_heads": heads,
+            "num_kv_heads": kv_heads,
+            "head_dim": head_dim,
+            "intermediate_size": intermediate,
+            "vocab_size": self.need("vocab_size", what="the embedding and LM head"),
+            "max_position_embeddings": self.opt("max_position_embeddings", "n_positions",
+                                                "seq_length", default=0) or None,
+            "gated_mlp": self._gated(act),
+            "activation": act,
+            "norm": self._norm(),
+            "position": self._position(),
+            "tied_embeddings": bool(self.opt(
+                "tie_word_embeddings", default=t in _TIED_TYPES,
+                note="untied embeddings (no tie_word_embeddings)")),
+            "sliding_window": window if window and (mixers is None or kinds & {"sliding"})
+            else None,
+            "attention_bias": bool(c.get("attention_bias", c.get("qkv_bias", t in {
+                "qwen2", "gpt2", "gpt_oss"}))),
+            "moe": moe,
+            "mla": mla,
+            "layer_mixers": mixers,
+            "layer_ffns": ffns,
+            "linear_mixer": linear_mixer_fields(c, t, heads, head_dim, hidden)
+            if kinds & {"linear", "mamba"} else None,
+            "sparse_attention": sparse_fields(c),
+            "attention_chunk": c.get("attention_chunk_size") if "chunked" in kinds else None,
+            "attention_sinks": t == "gpt_oss" or bool(c.get("attention_sink")),
+            "inferred": tuple(self.inferred),
+        }
+
+    def _default_act(self) -> str | None:
+        if self.known:
+            return "gelu"
+        raise InputError("model_config.hidden_act", f"missing, and model_type {self.type!r} "
+                         "is not one perfcast knows, so the MLP's activation is unknown",
+                         "silu, gelu, gelu_pytorch_tanh, relu2, ...")
+
+    def _intermediate(self, hidden: int, moe: dict | None) -> int:
+        """Dense FFN width. GPT-2-style configs define a null n_inner as 4 x hidden
+        (modeling_gpt2.py); a null intermediate_size is an error, never a default."""
+        c = self.c
+        if "intermediate_size_mlp" in c:  # Llama 4: intermediate_size is the experts'
+            return self.need("intermediate_size_mlp", what="the dense FFN")
+        for key in ("ffn_hidden_size", "intermediate_size", "ffn_dim", "d_ff"):
+            if key in c:
+                if c[key] is None and not (moe and moe["layers_all"]):
+                    raise InputError(f"model_config.{key}", "is null, but the dense FFN "
+                                     "needs it", "a positive integer")
+                if c[key] is not None:
+                    return c[key]
+        if c.get("n_inner") is not None:
+            return c["n_inner"]
+        if self.type in _FOUR_H_TYPES or "n_inner" in c:
+            return 4 * hidden
+        if moe and moe["layers_all"]:  # every layer MoE: the dense width is never used
+            return moe["expert_intermediate_size"]
+        raise InputError("model_config.intermediate_size", "missing: the dense FFN needs it",
+                         "a positive integer")
+
+    def _moe(self, layers: int) -> dict[str, Any] | None:
+        c = self.c
+        experts = self.opt("n_routed_experts", "num_local_experts", "num_experts",
+                           "moe_num_experts")
+        if not experts or experts <= 1:
+            return None
+        inter = self.opt("moe_intermediate_size", "expert_intermediate_size")
+        if inter is None:
+            inter = self.need("intermediate_size", what="the experts' FFN")
+        shared = c.get("n_shared_experts") or c.get("num_shared_experts") or 0
+        shared_width = c.get("shared_expert_intermediate_size")
+        if self.type.startswith("llama4"):
+            shared, shared_width = 1, None  # one shared expert of the experts' width
+        fields = {
+            "num_experts": experts,
+            "experts_per_token": self.need("num_experts_per_tok", "experts_per_token",
+                                           "moe_top_k", "num_experts_per_token",
+                                           what="expert routing (top-k)"),
+            "expert_intermediate_size": inter,
+            "num_shared_experts": 1 if shared_width and not shared else shared,
+            "shared_expert_intermediate_size": shared_width or None,
+            **moe_layer_fields(c, self.type, layers),
+        }
+        from perfcast.specs._model import MoESpec  # the rule lives on the spec
+
+        rule = MoESpec(**fields)
+        dense = [i for i in range(layers) if not _moe_layer(rule, i)]
+        return {**fields, "layers_all": not dense}
+
+    def _gated(self, act: str) -> bool:
+        if self.type in _GATED_TYPES:
+            return True
+        if self.type in _PLAIN_MLP_TYPES or self.type in _ENCODER_TYPES:
+            return False
+        gated = act in {"silu", "swiglu", "swish", "swigluoai"}
+        if not self.known:
+            self.inferred.append(f"{'gated' if gated else 'plain'} MLP (from hidden_act "
+                                 f"{act!r})")
+        return gated
+
+    def _norm(self) -> str:
+        if "rms_norm_eps" in self.c or self.type in _RMS_TYPES:
+            return "rmsnorm"
+        if self.known or any(k in self.c for k in (
+                "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps")):
+            return "layernorm"
+        raise InputError("model_config.rms_norm_eps", f"missing, and model_type {self.type!r} "
+                         "is not one perfcast knows, so the norm is unknown",
+                         "rms_norm_eps (RMSNorm) or layer_norm_eps (LayerNorm)")
+
+    def _position(self) -> str:
+        t, c = self.type, self.c
+        if t in _LEARNED_POS_TYPES or t in _ENCODER_TYPES:
+            return "learned"
+        if t in _ALIBI_TYPES or c.get("alibi"):
+            return "relative"
+        if self.known or any(k in c for k in ("rope_theta", "rope_scaling", "rotary_dim",
+                                              "rotary_emb_base", "partial_rotary_factor")):
+            return "rope"
+        if "n_positions" in c:
+            self.inferred.append("learned positions (n_positions, no rope keys)")
+            return "learned"
+        raise InputError("model_config.rope_theta", f"missing, and model_type {self.type!r} "
+                         "is not one perfcast knows, so the position encoding is unknown",
+                         "rope_theta / rope_scaling (RoPE) or n_positions (learned)")
+
+
+def _moe_layer(rule: Any, layer: int) -> bool:
+    if rule.layers is not None:
+        return layer in rule.layers
+    return layer >= rule.first_dense_layers and layer % rule.layer_freq == 0

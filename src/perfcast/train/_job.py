@@ -64,6 +64,7 @@ class TrainJob(BaseModel):
 
     def _check(self) -> None:
         plan, model = self.plan, self.model
+        model.require_uniform_layers("training")
         memory_policy(self.memory_policy).check(self.precision_or_default)
         if model.kind == "encoder-decoder":
             raise InputError("model", f"{model.name} is an encoder-decoder; training is "

@@ -97,3 +97,11 @@ def test_a_narrow_terminal_wraps_cells_instead_of_cutting_them():
 def test_a_console_without_a_terminal_is_plain_and_wide(capsys):
     console = new_console()
     assert console.width >= 1000 and console.color_system is None
+
+
+def test_models_search_filters_by_name_family_and_model_type():
+    out = _table_output("models", "--search", "gpt_oss")
+    assert " gpt-oss-120b " in out and " llama-2-7b " not in out
+    assert "full+sliding" in out  # the attention column shows the layer pattern
+    res = runner.invoke(app, ["models", "--search", "no-such-model"])
+    assert res.exit_code == 2 and "search" in res.output

@@ -113,26 +113,35 @@ def _print_sources(payload: dict) -> None:
 
 
 @guarded
-def models(json_out: JsonOption = False, format_out: FormatOption = None) -> None:
+def models(search: Annotated[str | None, typer.Option(
+               "--search", help="Only models whose name, HF id, alias, family or "
+               "model_type contains this text.")] = None,
+           json_out: JsonOption = False, format_out: FormatOption = None) -> None:
     """List the catalog models (shipped HuggingFace config.json files)."""
     fmt = output_format(json_out, format_out)
     rows = []
-    for entry in model_entries():
+    for entry in model_entries(search):
         spec = get_model(entry["name"])
+        kinds = sorted({mixer for mixer, _, _ in spec.layer_groups()} - {"none"})
         rows.append({"name": entry["name"], "hf_id": entry.get("hf_id"), "kind": spec.kind,
                      "params_b": round(spec.total_params() / 1e9, 3),
                      "layers": spec.num_layers, "hidden": spec.hidden_size,
                      "heads": spec.num_heads, "kv_heads": spec.num_kv_heads,
-                     "moe": bool(spec.moe), "mla": bool(spec.mla)})
+                     "moe": bool(spec.moe), "mla": bool(spec.mla),
+                     "attention": "+".join(kinds), "inferred": list(spec.inferred)})
+    if not rows:
+        raise InputError("search", f"no catalog model matches {search!r}",
+                         "a part of a name such as llama, qwen3, gpt-oss or deepseek")
     emit(fmt, lambda: {"models": rows}, lambda: _print_models(rows))
 
 
 def _print_models(rows: list[dict]) -> None:
     table = Table(title="Models")
-    for col in rows[0]:
+    columns = [c for c in rows[0] if c != "inferred"]
+    for col in columns:
         table.add_column(col)
     for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
+        table.add_row(*(str(row[c]) for c in columns))
     new_console().print(table)
 
 

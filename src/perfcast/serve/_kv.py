@@ -45,7 +45,9 @@ def plan_memory(config: ServeConfig) -> MemoryPlan:
     states = state_bytes_per_sequence(model, prec, plan) * config.max_batch
     kv = usable - fp.weights_bytes - act - fp.runtime_bytes - states
     per_block = kv_bytes_per_token(model, prec, plan) * config.block_size
-    blocks = int(kv // per_block) if kv > 0 else 0
+    if per_block == 0:  # attention-free (pure SSM): tokens hold no memory, states do
+        per_block = 1.0
+    blocks = int(min(kv // per_block, 2**31 - 1)) if kv > 0 else 0
     if blocks < 1:
         gb = 1e-9
         raise InputError("gpu_memory_utilization", f"{model.name} does not fit: "

@@ -255,9 +255,23 @@ def model_names() -> list[str]:
     return list(_model_index()[0])
 
 
-def model_entries() -> list[dict]:
-    """Catalog rows: name, hf_id, aliases, params_b, source."""
-    return list(_model_index()[0].values())
+def model_entries(search: str | None = None) -> list[dict]:
+    """Catalog rows: name, hf_id, aliases, params_b, source; with `search`, the rows whose
+    name, HF id, alias, family or config model_type contains it (case and -/_ ignored)."""
+    rows = list(_model_index()[0].values())
+    if search is None:
+        return rows
+    needle = _key(search)
+    if not needle:
+        raise InputError("search", "is empty", "a part of a model name, HF id or family")
+
+    def text(entry: dict) -> list[str]:
+        config = load_model_config(entry["name"])
+        inner = config.get("text_config") or {}
+        return [entry["name"], entry.get("hf_id") or "", entry.get("family") or "",
+                *entry.get("aliases", []), str(config.get("model_type", "")),
+                str(inner.get("model_type", ""))]
+    return [e for e in rows if any(needle in _key(t) for t in text(e))]
 
 
 def load_model_config(name: str) -> dict[str, Any]:

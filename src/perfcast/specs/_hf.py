@@ -35,12 +35,13 @@ _TEXT_DEFAULTS = {"llama": {
 }}
 _ENCODER_TYPES = {"bert", "roberta", "deberta", "deberta-v2", "electra"}
 _GATED_TYPES |= {
-    "deepseek", "kimi_linear", "glm4_moe_lite", "qwen3_5_text", "llama4", "llama4_text",
-    "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe_text",
-    "deepseek_v32", "kimi_k2", "glm", "glm4", "glm4_moe", "glm_moe_dsa", "gemma3",
-    "gemma3_text", "phimoe", "gpt_oss", "minimax", "minimax_m1", "minimax_m2", "jamba",
-    "cohere", "cohere2", "olmoe", "granite", "granitemoe", "ernie4_5", "ernie4_5_moe", "dbrx",
-    "hunyuan_v1_moe", "exaone", "yi", "baichuan", "bailing_moe",
+    "deepseek", "chatglm", "kimi_linear", "qwen3_vl_text", "qwen2_5_vl", "qwen3_vl",
+    "qwen3_vl_moe", "glm4_moe_lite", "qwen3_5_text", "llama4", "llama4_text", "qwen3_next",
+    "qwen3_5", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl_moe_text", "deepseek_v32",
+    "kimi_k2", "glm", "glm4", "glm4_moe", "glm_moe_dsa", "gemma3", "gemma3_text", "phimoe",
+    "gpt_oss", "minimax", "minimax_m1", "minimax_m2", "jamba", "cohere", "cohere2", "olmoe",
+    "granite", "granitemoe", "ernie4_5", "ernie4_5_moe", "dbrx", "hunyuan_v1_moe", "exaone",
+    "yi", "baichuan", "bailing_moe",
 }
 _PLAIN_MLP_TYPES = {"gpt2", "gpt_neo", "gpt_neox", "gptj", "opt", "phi", "falcon", "starcoder2",
                     "nemotron", "nemotron_h", "bloom", "gpt_bigcode", "codegen"}
@@ -48,11 +49,12 @@ _RMS_TYPES = {"gpt_oss", "gemma", "gemma2", "gemma3", "gemma3_text", "nemotron_h
 _LEARNED_POS_TYPES = {"gpt2", "opt", "gptj", "gpt_neo", "gpt_bigcode"}
 _ALIBI_TYPES = {"bloom"}
 _FOUR_H_TYPES = {"gpt2", "gpt_neo", "gptj", "falcon", "bloom", "gpt_bigcode", "codegen"}
-_TIED_TYPES = {"gpt2", "opt", "gemma", "gemma2", "gemma3", "gemma3_text"} | _ENCODER_TYPES
+# tie_word_embeddings' class default is True (PretrainedConfig's) for these
+_TIED_TYPES = {"gpt2", "opt", "gemma", "gemma2", "gemma3", "gemma3_text", "falcon"} | _ENCODER_TYPES
 # model_types whose modelling code the readers below follow; anything else is read only
 # where every feature is named by a key (see _Reader).
 KNOWN_TYPES = (_GATED_TYPES | _PLAIN_MLP_TYPES | _ENCODER_TYPES | _RMS_TYPES
-               | {"switch_transformers", "mpt", "vit", "llava"})
+               | {"switch_transformers", "mpt", "vit", "llava", "mamba", "falcon_mamba"})
 
 
 def _first(config: dict[str, Any], *keys: str, default: Any = None, required: bool = True) -> Any:
@@ -152,6 +154,67 @@ def _mpt_fields(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# mamba_ssm's Mamba2 module defaults (mamba_ssm/modules/mamba2.py), for its MambaConfig files
+_MAMBA2_DEFAULTS = {"d_state": 128, "headdim": 64, "expand": 2, "ngroups": 1, "d_conv": 4}
+
+
+def _mamba_fields(config: dict[str, Any], model_type: str) -> dict[str, Any]:
+    """Attention-free SSM language models: HF MambaConfig / FalconMambaConfig (Mamba1 blocks:
+    in_proj to 2 x intermediate, conv, selective scan of state_size per channel) and
+    mamba_ssm's MambaConfig (d_model, n_layer, ssm_cfg; Mamba2 blocks by default). Every
+    layer is a mixer with no FFN (d_intermediate 0); no positions, RMSNorm."""
+    ssm = _section(config, "ssm_cfg") or {}
+    if model_type in ("mamba", "falcon_mamba"):
+        hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+        inner = config.get("intermediate_size") or config.get("expand", 2) * hidden
+        mixer = {"kind": "mamba1", "key_heads": 1, "key_head_dim": config["state_size"],
+                 "value_heads": inner, "value_head_dim": 1,
+                 "conv_kernel": config.get("conv_kernel", 4)}
+        heads, head_dim, tied = 1, inner, config.get("tie_word_embeddings", True)
+    else:
+        hidden, layers = config["d_model"], config["n_layer"]
+        if ssm.get("layer", "Mamba1") != "Mamba2" or config.get("attn_layer_idx") or config.get(
+                "d_intermediate"):
+            raise InputError("model_config.ssm_cfg", "mamba_ssm configs are read for pure "
+                             "Mamba2 stacks (no attention layers, d_intermediate 0)",
+                             "ssm_cfg.layer Mamba2")
+        m2 = {**_MAMBA2_DEFAULTS, **ssm}
+        inner = m2["expand"] * hidden
+        heads, head_dim = inner // m2["headdim"], m2["headdim"]
+        mixer = {"kind": "mamba2", "key_heads": m2["ngroups"], "key_head_dim": m2["d_state"],
+                 "value_heads": heads, "value_head_dim": head_dim, "conv_kernel": m2["d_conv"]}
+        tied = config.get("tie_embeddings", True)
+    return {"kind": "decoder", "hidden_size": hidden, "num_layers": layers,
+            "num_heads": heads, "num_kv_heads": heads, "head_dim": head_dim,
+            "intermediate_size": inner, "vocab_size": _first(config, "vocab_size"),
+            "activation": "silu", "norm": "rmsnorm", "position": "relative",
+            "tied_embeddings": bool(tied), "layer_mixers": ("mamba",) * layers,
+            "layer_ffns": ("none",) * layers, "linear_mixer": mixer}
+
+
+def _dbrx_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """DBRX (transformers DbrxConfig): MPT-style keys with nested attn_config (GQA over
+    kv_n_heads, RoPE) and ffn_config (every layer MoE: moe_num_experts gated-SiLU experts of
+    ffn_hidden_size, top moe_top_k); LayerNorm without bias, untied embeddings."""
+    attn, ffn = _section(config, "attn_config") or {}, _section(config, "ffn_config") or {}
+    d_model, heads = _first(config, "d_model"), _first(config, "n_heads")
+    for section, key in (("attn_config", "kv_n_heads"), ("ffn_config", "ffn_hidden_size"),
+                         ("ffn_config", "moe_num_experts"), ("ffn_config", "moe_top_k")):
+        if not (attn if section == "attn_config" else ffn).get(key):
+            raise InputError(f"model_config.{section}.{key}", "missing: DBRX needs it",
+                             "a positive integer")
+    inter = ffn["ffn_hidden_size"]
+    act = (ffn.get("ffn_act_fn") or {}).get("name", "silu")
+    return {"kind": "decoder", "hidden_size": d_model, "num_layers": _first(config, "n_layers"),
+            "num_heads": heads, "num_kv_heads": attn["kv_n_heads"], "head_dim": d_model // heads,
+            "intermediate_size": inter, "vocab_size": _first(config, "vocab_size"),
+            "max_position_embeddings": config.get("max_seq_len"), "gated_mlp": True,
+            "activation": act, "norm": "layernorm", "position": "rope",
+            "tied_embeddings": bool(config.get("tie_word_embeddings", False)),
+            "moe": {"num_experts": ffn["moe_num_experts"], "experts_per_token": ffn["moe_top_k"],
+                    "expert_intermediate_size": inter}}
+
+
 def _vit_fields(config: dict[str, Any]) -> dict[str, Any]:
     """ViT (transformers ViTConfig; defaults from configuration_vit.py for missing keys): a
     pre-LN encoder over (image/patch)^2 patch tokens plus the class token, learned
@@ -196,7 +259,8 @@ def _unwrap(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | No
         return config, None
     text = _section(config, "text_config") or {}
     _section(config, "vision_config")
-    return {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **text}, config
+    shared = {k: config[k] for k in ("tie_word_embeddings",) if k in config}
+    return {**_TEXT_DEFAULTS.get(text.get("model_type"), {}), **shared, **text}, config
 
 
 def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
@@ -209,23 +273,31 @@ def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
         return {**_mpt_fields(config), "model_type": model_type}
     if model_type == "vit":
         return {**_vit_fields(config), "model_type": model_type}
+    if model_type == "dbrx":
+        return {**_dbrx_fields(config), "model_type": model_type}
+    if model_type in ("mamba", "falcon_mamba") or (not model_type and "ssm_cfg" in config):
+        return {**_mamba_fields(config, model_type), "model_type": model_type or "mamba_ssm"}
     refuse_unmodelled(config)
     fields = _Reader(config, model_type).decoder_fields()
-    if wrapper is not None and _section(wrapper, "vision_config") is not None:
-        fields["vision"] = _vision_or_none(wrapper, fields)
+    vision_config = (wrapper or {}).get("vision_config") is not None
+    if vision_config or config.get("vision_config") is not None:
+        fields["vision"] = _vision_or_none(wrapper or config, fields)
     return fields
 
 
 def _vision_or_none(wrapper: dict[str, Any], fields: dict[str, Any]) -> Any:
-    """The CLIP-style tower of LLaVA-like wrappers; other towers (SigLIP, MoonViT, ...) are
-    not priced: the spec says so in `inferred` instead of guessing their shapes."""
-    try:
-        return vision_fields(wrapper, fields["hidden_size"])
-    except (InputError, KeyError, TypeError, ValueError):
-        vtype = (wrapper.get("vision_config") or {}).get("model_type", "unknown")
-        fields["inferred"] = (*fields["inferred"], f"vision tower ({vtype}) not priced: "
-                              "only the language model is")
-        return None
+    """The CLIP tower of LLaVA-style wrappers; other towers (SigLIP, MoonViT, Qwen-VL's ...)
+    are not priced, and the spec says so in `inferred` instead of guessing their shapes."""
+    raw = wrapper.get("vision_config") or {}
+    vtype = raw.get("model_type") or ("clip_vision_model" if wrapper.get("model_type") == "llava"
+                                      else "unnamed")
+    vision = None
+    if vtype == "clip_vision_model":
+        vision = vision_fields(wrapper, fields["hidden_size"])
+    if vision is None:
+        fields["inferred"] = (*fields["inferred"], f"vision tower ({vtype}) not priced: only "
+                              "the language model is")
+    return vision
 
 
 class _Reader:
@@ -267,10 +339,12 @@ class _Reader:
         if c.get("multi_query") and not c.get("new_decoder_architecture"):
             kv_heads = 1  # Falcon-7B's MQA (modeling_falcon.py), whatever num_kv_heads says
         mla = _mla_fields(c)
-        head_dim = self.opt("head_dim", default=None) or hidden // heads
+        head_dim = self.opt("head_dim", "kv_channels", default=None) or hidden // heads
         if mla:
             head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
         act = self.opt("hidden_activation", "hidden_act", "activation_function")
+        if act is None and t == "chatglm":
+            act = "swiglu"  # ChatGLM's MLP: dense_h_to_4h -> swiglu (modeling_chatglm.py)
         act = str(act if act is not None else self._default_act())
         moe = self._moe(layers)
         intermediate = self._intermediate(hidden, moe)
@@ -288,7 +362,8 @@ class _Reader:
             "num_kv_heads": kv_heads,
             "head_dim": head_dim,
             "intermediate_size": intermediate,
-            "vocab_size": self.need("vocab_size", what="the embedding and LM head"),
+            "vocab_size": self.need("vocab_size", "padded_vocab_size",
+                                    what="the embedding and LM head"),
             "max_position_embeddings": self.opt("max_position_embeddings", "n_positions",
                                                 "seq_length", default=0) or None,
             "gated_mlp": self._gated(act),
@@ -300,8 +375,9 @@ class _Reader:
                 note="untied embeddings (no tie_word_embeddings)")),
             "sliding_window": window if window and (mixers is None or kinds & {"sliding"})
             else None,
-            "attention_bias": bool(c.get("attention_bias", c.get("qkv_bias", t in {
-                "qwen2", "gpt2", "gpt_oss"}))),
+            "attention_bias": bool(c.get("attention_bias", c.get("qkv_bias", c.get(
+                "add_qkv_bias", t in {
+                "qwen2", "gpt2", "gpt_oss"})))),
             "moe": moe,
             "mla": mla,
             "layer_mixers": mixers,
@@ -384,10 +460,11 @@ class _Reader:
         return gated
 
     def _norm(self) -> str:
-        if "rms_norm_eps" in self.c or self.type in _RMS_TYPES:
+        if "rms_norm_eps" in self.c or self.type in _RMS_TYPES or self.c.get("rmsnorm"):
             return "rmsnorm"
         if self.known or any(k in self.c for k in (
-                "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps")):
+                "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps",
+                "layernorm_epsilon")):
             return "layernorm"
         raise InputError("model_config.rms_norm_eps", f"missing, and model_type {self.type!r} "
                          "is not one perfcast knows, so the norm is unknown",

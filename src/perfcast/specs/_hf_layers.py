@@ -17,6 +17,7 @@ _LAYER_TYPES = {"full_attention": "full", "attention": "full", "global": "full",
                 "sliding_attention": "sliding", "local": "sliding",
                 "chunked_attention": "chunked", "linear_attention": "linear",
                 "mamba": "mamba", "mamba2": "mamba"}
+DSA_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})  # sparse attention by architecture
 # Nemotron-H `hybrid_override_pattern` (configuration_nemotron_h.py): one character a block.
 _NEMOTRON_H = {"M": ("mamba", "none"), "*": ("full", "none"), "-": ("none", "dense"),
                "E": ("none", "moe")}
@@ -79,6 +80,10 @@ def layer_pattern(config: dict[str, Any], model_type: str, n: int,
         return tuple("full" if (i + 1) % k == 0 else "linear" for i in range(n)), None
     if config.get("index_topk"):  # DeepSeek-V3.2 / GLM-5 DSA: every layer sparse
         return ("sparse",) * n, None
+    if model_type in DSA_TYPES:
+        raise InputError("model_config.index_topk", f"missing: {model_type} attention is "
+                         "DeepSeek Sparse Attention, priced from its indexer's keys",
+                         "index_topk, index_n_heads and index_head_dim")
     if model_type == "gemma2" and window:  # modeling_gemma2.py: even layers slide
         return tuple("sliding" if i % 2 == 0 else "full" for i in range(n)), None
     if model_type in ("gemma3", "gemma3_text") and window:  # sliding_window_pattern - 1 local
@@ -140,6 +145,8 @@ UNMODELLED = {
     "blocksparse_block_size": "block-sparse attention (Phi-3-small)",
     "dense_attention_every_n_layers": "block-sparse attention (Phi-3-small)",
     "cross_attention_layers": "interleaved cross-attention layers (Llama 3.2 Vision)",
+    "compress_ratios": "compressed sparse attention (DeepSeek-V4)",
+    "hc_mult": "hyper-connections (DeepSeek-V4)",
 }
 
 

@@ -61,7 +61,8 @@ def test_gpu_nodes_and_algorithm_options():
      "a dgx-h100 node holds 8"),
     (["--op", "sendrecv", "--gpu", "h100-sxm"], "send/recv is between 2 GPUs"),
     (["--op", "allgather", "--gpu", "h100-sxm", "--algorithm", "tree"], "tree does not price"),
-    (["--op", "allreduce", "--gpu", "h100-sxm", "--algorithm", "nvls"], "no measured term"),
+    (["--op", "allreduce", "--gpu", "a100-sxm4-80gb", "--algorithm", "nvls"],
+     "nvls needs NVLink SHARP"),
     (["--op", "allreduce", "--gpu", "h100-sxm", "--bytes", "12 parsecs"], "cannot read"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):

@@ -104,7 +104,10 @@ def test_auto_picks_tree_for_small_multi_node_all_reduce_and_ring_inside_a_node(
     box = get_cluster("dgx-h100", 1024)
     kind = np.array(["allreduce"] * 3, dtype=object)
     picks = algorithm_choice(kind, np.array([1e4, 1e4, 1e9]), np.array([8, 1024, 8]), box)
-    assert list(picks) == ["ring", "tree", "ring"]
+    assert list(picks) == ["ring", "tree", "nvls"]  # 1 GB on an NVSwitch node: NVLink SHARP
+    no_sharp = algorithm_choice(kind, np.array([1e4, 1e4, 1e9]), np.array([8, 1024, 8]),
+                                get_cluster("dgx-a100", 1024))
+    assert list(no_sharp) == ["ring", "tree", "ring"]
     a2a = algorithm_choice(np.array(["alltoall", "sendrecv"], dtype=object),
                            np.array([1e6, 1e6]), np.array([8, 2]), box)
     assert list(a2a) == ["direct", "direct"]
@@ -157,8 +160,8 @@ def test_bad_input_is_named():
         _times(NcclModel(), "allscatter", 1e6, 8, box)
     with pytest.raises(InputError, match="algorithm"):
         NcclModel("butterfly")
-    with pytest.raises(InputError, match="nvls has no measured term"):
-        NcclModel("nvls")
+    with pytest.raises(InputError, match="nvls needs NVLink SHARP"):
+        _times(NcclModel("nvls"), "allreduce", 1e6, 8, get_cluster("dgx-a100"))
     with pytest.raises(InputError, match="message_bytes"):
         _times(NcclModel(), "allreduce", -1.0, 8, box)
 

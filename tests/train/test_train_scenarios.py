@@ -201,10 +201,11 @@ def test_t4_3_sequence_parallelism_on_llama70b():
 
     tp, seq = run(False), run(True)
     assert seq.memory["activations"] < 0.5 * tp.memory["activations"]
-    # same bytes on the wire (reduce-scatter + all-gather = all-reduce); norms and residual
-    # adds on 1/8 of the tokens; so within a few percent, and not slower
-    assert seq.comm["sp"] == pytest.approx(tp.comm["tp"], rel=0.1)
-    assert 0.85 < seq.iteration_time_s / tp.iteration_time_s < 1.02
+    # same bytes on the wire (reduce-scatter + all-gather = all-reduce), but on an NVSwitch
+    # box the all-reduce may take NVLS (in-switch reduction, each byte sent once), which the
+    # pair is not priced with; norms and residual adds on 1/8 of the tokens
+    assert tp.comm["tp"] <= seq.comm["sp"] <= 1.3 * tp.comm["tp"]
+    assert 0.85 < seq.iteration_time_s / tp.iteration_time_s < 1.05
 
 
 def test_t4_4_mixtral_ep8_all_to_all_and_skew():

@@ -47,8 +47,8 @@ def _print(result: CollectiveResult) -> None:
     for col in ("algorithm", "time", "algbw GB/s", "busbw GB/s"):
         table.add_column(col, justify="left" if col == "algorithm" else "right")
     factor = p["busbw_gbps"] / p["algbw_gbps"]
-    for name in ("ring", "tree", "direct", "hierarchical"):
-        t = result.algorithm_times_s[name]
+    for name in ("ring", "tree", "direct", "hierarchical", "nvls"):
+        t = result.algorithm_times_s.get(name, math.inf)
         if not math.isfinite(t):
             continue
         bw = p["bytes"] / t / 1e9

@@ -79,5 +79,7 @@ def shipped_link_fits() -> dict[str, LinkFit]:
 
 
 def nvls_note() -> str:
-    """Why no NVLink SHARP term is shipped (what the fit script found in the data)."""
+    """What the measured all-reduces say about NVLink SHARP (NVLS): the check the fit script
+    runs, and how the NVLS term (priced from NCCL's algorithm, comm/_levels.py) compares
+    with the data."""
     return _shipped()[1]

@@ -28,6 +28,10 @@ for _code, _share, _whole, _steps in ((AR, 2, 0, 2), (AG, 1, 0, 1), (RS, 1, 0, 1
     _RING_SHARE[_code], _RING_WHOLE[_code], _RING_STEPS[_code] = _share, _whole, _steps
 
 
+# NCCL src/graph/tuning.cc: hwLat[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE] (us)
+NVLS_LATENCY_S = 23e-6
+
+
 class Levels:
     """Intra- and inter-node terms of one cluster for the rows' group sizes."""
 
@@ -38,6 +42,7 @@ class Levels:
         self.base_i = self.fit.base_s if self.fit else intra.collective_base_s
         self.alpha_i = self.fit.alpha_s if self.fit else intra.latency_s
         self.const_eta = intra.bus_efficiency
+        self.nvls_eff = intra.nvls_efficiency
         p2p = self.fit is not None and self.fit.p2p_base_s is not None
         self.p2p_base = self.fit.p2p_base_s if p2p else self.base_i + self.alpha_i
         self.p2p_eta = self.fit.p2p_efficiency if p2p else None
@@ -113,6 +118,21 @@ class Levels:
         g = self.g
         node = self.intra_phase((g - 1) / g, g - 1, size)
         return np.where(code == AR, 2 * node, node) + self._inter(code, size / g)
+
+    def nvls_allreduce(self, size: np.ndarray) -> np.ndarray:
+        """NVLink SHARP all-reduce inside one NVLink domain (NCCL's NVLS algorithm, Simple
+        protocol): each GPU reduces its 1/g shard in the switch (multimem.ld_reduce over all g
+        GPUs) and multicasts the result (multimem.st), so each GPU's link carries the buffer
+        S once per direction, against 2(g-1)/g S for a ring. Fixed cost: NCCL's NVLS latency
+        (src/graph/tuning.cc hwLat[NVLINK][NVLS][SIMPLE] = 23 us), not per-rank steps. Rate:
+        the measured two-GPU NVLink efficiency x the link's nvls_efficiency (NCCL's
+        nvlsEfficiency). inf where the link has no SHARP, the group spans nodes or has two
+        GPUs (NCCL enables NVLS above two: src/transport/nvls.cc ncclNvlsInit)."""
+        if self.nvls_eff is None:
+            return np.full(len(size), np.inf)
+        t = self.base_i + NVLS_LATENCY_S + size / (self.bw_i * self.nvls_eff
+                                                  * self.eta(size, pair=True))
+        return np.where(self.multi | (self.g <= 2), np.inf, t)
 
     def subset(self, rows: np.ndarray) -> Levels:
         """The same cluster terms for the rows at integer positions `rows`."""

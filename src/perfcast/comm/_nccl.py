@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.comm._alphabeta import COLLECTIVES, one_shot_times
-from perfcast.comm._fits import LinkFit, nvls_note, shipped_link_fits
+from perfcast.comm._fits import LinkFit, shipped_link_fits
 from perfcast.comm._levels import A2A, AG, AR, P2P, RS, Levels
 from perfcast.errors import InputError
 from perfcast.specs import Cluster
@@ -26,7 +26,11 @@ ALGORITHMS = ("auto", "ring", "tree", "direct", "hierarchical", "nvls")
 SUPPORTED = {"ring": ("allreduce", "allgather", "reducescatter", "broadcast"),
              "tree": ("allreduce",),
              "hierarchical": ("allreduce", "allgather", "reducescatter"),
-             "direct": ("allreduce", "alltoall", "sendrecv")}
+             "direct": ("allreduce", "alltoall", "sendrecv"),
+             "nvls": ("allreduce",)}
+_NVLS_NEEDS = ("nvls needs NVLink SHARP (an NVSwitch that reduces in the switch: HGX "
+               "H100/H200/B200/B300, GB200/GB300 NVL72; not A100, PCIe or xGMI) and 3 or more "
+               "GPUs inside one NVLink domain")
 _CODE = {name: i for i, name in enumerate(COLLECTIVES)}
 
 
@@ -42,17 +46,15 @@ def _codes(kind: np.ndarray) -> np.ndarray:
 
 class NcclModel:
     """Seconds per collective as NCCL runs it: `algorithm="auto"` takes, per row, the fastest
-    of ring, double binary tree and hierarchical (all-reduce; ring and hierarchical for
-    all-gather and reduce-scatter), direct peer-to-peer for all-to-all and send/recv and a
-    pipelined ring for broadcast. A named algorithm prices only the collectives it implements.
+    of ring, double binary tree, hierarchical and, on NVSwitch systems with NVLink SHARP
+    inside one NVLink domain, NVLS (all-reduce; ring and hierarchical for all-gather and
+    reduce-scatter), direct peer-to-peer for all-to-all and send/recv and a pipelined ring for
+    broadcast. A named algorithm prices only the collectives (and clusters) it applies to.
     `fits`: GPU name -> LinkFit (default: the shipped fits)."""
 
     def __init__(self, algorithm: str = "auto", fits: Mapping[str, LinkFit] | None = None):
         if algorithm not in ALGORITHMS:
             raise InputError("algorithm", f"unknown algorithm {algorithm!r}", ALGORITHMS)
-        if algorithm == "nvls":
-            raise InputError("algorithm", f"nvls has no measured term: {nvls_note()}",
-                             [a for a in ALGORITHMS if a != "nvls"])
         self.algorithm = algorithm
         self.fits = dict(shipped_link_fits() if fits is None else fits)
 
@@ -65,11 +67,10 @@ class NcclModel:
         bad = ~np.isfinite(out)
         if bad.any():
             kinds = sorted(set(np.asarray(kind, dtype=object)[bad]))
-            allowed = [a for a, ks in SUPPORTED.items() if set(kinds) <= set(ks)]
-            note = (" (direct all-reduce is the one-shot kernel: one node, measured one-shot "
-                    "terms)" if self.algorithm == "direct" and "allreduce" in kinds else "")
+            allowed = [a for a in SUPPORTED if np.isfinite(times[a][bad]).all()]
             raise InputError("algorithm", f"{self.algorithm} does not price "
-                             f"{', '.join(kinds)} here{note}", ["auto", *allowed])
+                             f"{', '.join(kinds)} here{_why(self.algorithm, kinds, cluster)}",
+                             ["auto", *allowed])
         return out
 
     def algorithm_times(self, kind: np.ndarray, message_bytes: np.ndarray,
@@ -82,10 +83,11 @@ class NcclModel:
             raise InputError("message_bytes", "bytes and group sizes must be >= 0", ">= 0")
         lv = Levels(cluster, self.fits.get(cluster.device.name), group)
         times = {name: np.full(len(size), np.inf)
-                 for name in ("ring", "tree", "direct", "hierarchical")}
+                 for name in ("ring", "tree", "direct", "hierarchical", "nvls")}
         ar, a2a, p2p = code == AR, code == A2A, code == P2P
         _fill(times["ring"], ~(a2a | p2p), lambda sub, r: sub.ring(code.take(r), size.take(r)), lv)
         _fill(times["tree"], ar, lambda sub, r: sub.tree_allreduce(size.take(r)), lv)
+        _fill(times["nvls"], ar, lambda sub, r: sub.nvls_allreduce(size.take(r)), lv)
         hier = ar | (code == AG) | (code == RS)
         times["hierarchical"] = np.where(hier, times["ring"], np.inf)
         _fill(times["hierarchical"], hier & lv.multi,
@@ -96,10 +98,22 @@ class NcclModel:
         if one_node.any():
             times["direct"][one_node] = one_shot_times(cluster.intra_node, size[one_node],
                                                        group[one_node])
-        best = np.minimum(np.minimum(times["ring"], times["tree"]), times["hierarchical"])
+        best = np.minimum.reduce([times[a] for a in ("ring", "tree", "hierarchical", "nvls")])
         times["auto"] = np.where(a2a | p2p, times["direct"], best)
         alone = group <= 1
         return {name: np.where(alone, 0.0, t) for name, t in times.items()}
+
+
+def _why(algorithm: str, kinds: list[str], cluster: Cluster) -> str:
+    """The reason a named algorithm cannot price these rows, where there is a specific one."""
+    if algorithm == "direct" and "allreduce" in kinds:
+        return " (direct all-reduce is the one-shot kernel: one node, measured one-shot terms)"
+    if algorithm == "nvls" and kinds == ["allreduce"]:
+        sharp = cluster.intra_node.nvls_efficiency is not None
+        where = ("this group has 2 GPUs or spans more than one NVLink domain" if sharp
+                 else f"{cluster.name} has no NVLink SHARP")
+        return f": {_NVLS_NEEDS}; {where}"
+    return ""
 
 
 def _fill(out: np.ndarray, mask: np.ndarray, price, levels: Levels) -> None:
@@ -112,14 +126,14 @@ def _fill(out: np.ndarray, mask: np.ndarray, price, levels: Levels) -> None:
 
 def algorithm_choice(kind: np.ndarray, message_bytes: np.ndarray, group_size: np.ndarray,
                      cluster: Cluster, fits: Mapping[str, LinkFit] | None = None) -> np.ndarray:
-    """The algorithm `NcclModel("auto")` picks per row (ties: ring, tree, hierarchical;
-    "none" for a group of one GPU)."""
+    """The algorithm `NcclModel("auto")` picks per row (ties: ring, tree, hierarchical,
+    nvls; "none" for a group of one GPU)."""
     times = NcclModel("auto", fits).algorithm_times(kind, message_bytes, group_size, cluster)
-    names = np.array(["ring", "tree", "hierarchical", "direct"], dtype=object)
+    names = np.array(["ring", "tree", "hierarchical", "nvls", "direct"], dtype=object)
     stack = np.vstack([times[n] for n in names])
     code = _codes(kind)
     native_direct = (code == A2A) | (code == P2P)
-    stack[3] = np.where(native_direct, stack[3], np.inf)
+    stack[4] = np.where(native_direct, stack[4], np.inf)
     picks = names[np.argmin(stack, axis=0)]
     return np.where(np.asarray(group_size, dtype=float) <= 1, "none", picks).astype(object)
 

@@ -40,6 +40,11 @@ class Link(BaseModel):
         "SGLang on NVLink); None where none was measured")
     one_shot_peer_s: float = Field(
         default=0.0, ge=0, description="one-shot all-reduce cost per additional peer")
+    nvls_efficiency: float | None = Field(
+        default=None, gt=0, le=1, description="NVLink SHARP (in-switch reduction, NCCL's NVLS "
+        "all-reduce): its rate as a share of the link's point-to-point rate (NCCL "
+        "src/graph/tuning.cc nvlsEfficiency: Hopper 0.85, Blackwell 0.74); None where the "
+        "switch has no SHARP (A100's NVSwitch, PCIe, xGMI)")
     gpus_per_nic: int = Field(
         default=1, gt=0, description="GPUs sharing one network adapter (inter-node links; "
         "bandwidth_bps is then per adapter): 1 = an adapter per GPU, as in DGX/HGX nodes")

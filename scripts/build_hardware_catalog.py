@@ -1,15 +1,20 @@
 """Build src/perfcast/specs/data/gpus.json from the spec sheets in ../shared/data.
 
-Run from the repository root: `python scripts/build_hardware_catalog.py [SHARED_DATA_DIR]`.
-Every number in the output names its source: the CSV row (hardware/gpus.csv), an
-AIConfigurator system YAML, or the SUPPLEMENT table below for the few values no shared
-sheet has (SM counts and clocks of the newest parts), which are marked as such.
+Run from the repository root:
+`python scripts/build_hardware_catalog.py [SHARED_DATA_DIR [OUTPUT_JSON]]` (default output:
+src/perfcast/specs/data/gpus.json). Every number in the output names its source: the CSV row
+(hardware/gpus.csv), an AIConfigurator system YAML, the SUPPLEMENT table below for the few
+values no shared sheet has (SM counts and clocks of the newest parts), or, for parts no
+shared sheet has at all, scripts/data/gpus_hand_entered.json (merged in unchanged, each entry
+after the one its "after" names). Two-GCD packages (MI250, MI250X) become one GCD per
+device, the package's numbers kept beside it (PER_GCD below).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -75,7 +80,15 @@ AMBIGUOUS: dict[str, list[str]] = {
     "H100-80GB": ["h100-sxm", "h100-pcie"],
     "V100": ["v100-sxm2-32gb", "v100-pcie-32gb"],
     "V100-32GB": ["v100-sxm2-32gb", "v100-pcie-32gb"],
+    "RTX": ["rtx-4090", "rtx-5090", "rtx-pro-6000"],
+    "MI300": ["mi300x", "mi325x"],
 }
+HAND_ENTERED = Path("scripts/data/gpus_hand_entered.json")
+PROVENANCE = (
+    "built by scripts/build_hardware_catalog.py from ../shared/data; per-GCD MI250/MI250X, "
+    "MI325X, MI355X, A10G, H20, H800, L20, L40, RTX 4090 and RTX 5090 hand-entered (issue 20), "
+    "each number's source in its entry"
+)
 
 # Values no shared sheet gives: (value, where it comes from). Marked in each device's sources.
 WP = "perfcast supplement: vendor architecture whitepaper / product brief, not in ../shared/data"
@@ -212,7 +225,81 @@ def _matrix_peaks(name: str, out: dict, sources: dict, shared: Path) -> None:
         sources["matrix_peak_flops.fp32"] = f"{rel} SingleFLOPsMM (GFLOP/s)"
 
 
-def build(shared: Path) -> dict:
+# Two-GCD OAM packages: ROCm, PyTorch and every framework run one GCD as one device, so the
+# device entry is one GCD (the package's numbers halved) and "package" keeps the whole.
+# name -> (extra alias, the device's notes, which replace the package-level CSV notes)
+PER_GCD: dict[str, tuple[str, str]] = {
+    "mi250": ("MI250 GCD", "One GCD of the MI250 package (104 CUs; same GCD as MI210: 181 TF "
+              "bf16, 45.3 TF FP32 matrix). Package: 2 GCDs, 362.1 TF, 128 GB, 3.2 TB/s, 560 W "
+              "(AnandTech; hmc-tech/yobitel say 500 W). 6 Infinity Fabric links."),
+    "mi250x": ("MI250X GCD", "One GCD of the MI250X package (110 CUs, 191.5 TF bf16 = 383 / 2; "
+               "1700 MHz x 128 FMA x 2 x 440 matrix cores). Package: 2 GCDs, 383 TF, 128 GB, "
+               "3.2 TB/s, 560 W. Infinity Fabric 100 GB/s per link (yobitel), 8 links."),
+}
+GCDS = 2
+PACKAGE_FIELDS = ("sm_count", "dense_peak_flops", "hbm_capacity_bytes", "hbm_bandwidth_bps",
+                  "tdp_w")
+PACKAGE_NOTE = (
+    "the whole OAM package: two GCDs, each a separate device to ROCm, PyTorch and every "
+    "framework (rocm-smi lists 8 devices on a 4-package node); a single kernel runs on one GCD, "
+    "so the device entry is one GCD (half)"
+)
+PACKAGE_SRC = (
+    "entry 'package' beside 'device' keeps the whole-package numbers; per-GCD halving as "
+    "ml-engineering (compute/accelerator/README.md: 'AMD MI250X has 2 GCDs - so the theoretical "
+    "TFLOPS needs to be halved, as a single matmul uses only 1 of them') and HF optimum-amd "
+    "perf_hardware.mdx (MI250 node shows 8 devices)"
+)
+HALF_SRC = "half of the two-GCD package value ({src}); one GCD is one device"
+
+
+def _csv_matrix_fp32(row: dict[str, str]) -> float:
+    """The package's FP32 matrix rate, which gpus.csv gives only in its notes ('FP32 matrix X')."""
+    match = re.search(r"FP32 matrix ([0-9]+(?:\.[0-9]+)?)", row["notes"])
+    if match is None:
+        raise SystemExit(f"gpus.csv row {row['name']!r}: no 'FP32 matrix' in its notes")
+    return float(match.group(1)) * 1e12
+
+
+def _per_gcd(entry: dict, row: dict[str, str]) -> dict:
+    """Split a two-GCD package entry (built from its CSV row) into one GCD plus 'package'."""
+    out, sources = entry["device"], entry["device"]["sources"]
+    src, matrix = CSV_SRC.format(row=row["name"]), _csv_matrix_fp32(row)
+    alias, notes = PER_GCD[out["name"]]
+    package: dict = {"gcds": GCDS, **{f: out[f] for f in PACKAGE_FIELDS},
+                     "note": PACKAGE_NOTE, "source": src, "matrix_peak_flops": {"fp32": matrix}}
+    if "l2_bytes" in out:
+        package["l2_bytes"] = out["l2_bytes"]
+    for field in ("sm_count", "hbm_capacity_bytes", "hbm_bandwidth_bps", "l2_bytes", "tdp_w"):
+        if field in out:
+            out[field] = out[field] // GCDS if field == "sm_count" else out[field] / GCDS
+            sources[field] = HALF_SRC.format(src=src)
+    out["dense_peak_flops"] = {d: v / GCDS for d, v in out["dense_peak_flops"].items()}
+    sources.update({f"dense_peak_flops.{d}": HALF_SRC.format(src=src)
+                    for d in out["dense_peak_flops"]})
+    sources["notes"] = notes
+    if "matrix_peak_flops" in out:  # NeuSight's rate, already one GCD's
+        sources["matrix_peak_flops.fp32"] += " (one GCD, as NeuSight times one GCD)"
+    sources["package"] = PACKAGE_SRC
+    if "matrix_peak_flops" not in out:
+        out["matrix_peak_flops"] = {"fp32": matrix / GCDS}
+        sources["matrix_peak_flops.fp32"] = (
+            f"half of 'FP32 matrix {matrix / 1e12:g}' in the notes of {src}")
+    return {"aliases": [*entry["aliases"], alias], "device": out, "package": package}
+
+
+def _merge_hand_entered(devices: list[dict], path: Path) -> None:
+    """Insert each hand-entered entry right after the entry its 'after' names."""
+    for item in json.loads(path.read_text())["devices"]:
+        entry = {k: v for k, v in item.items() if k != "after"}
+        names = [d["device"]["name"] for d in devices]
+        if item["after"] not in names or entry["device"]["name"] in names:
+            raise SystemExit(f"{path}: {entry['device']['name']!r} after {item['after']!r}: "
+                             "'after' must name an earlier entry and the name must be new")
+        devices.insert(names.index(item["after"]) + 1, entry)
+
+
+def build(shared: Path, hand_entered: Path = HAND_ENTERED) -> dict:
     with open(shared / "hardware/gpus.csv") as f:
         rows = {r["name"]: r for r in csv.DictReader(f)}
     devices = []
@@ -233,17 +320,15 @@ def build(shared: Path) -> dict:
             "kernel-efficiency layer"
         )
         out["sources"] = sources
-        devices.append({"aliases": aliases, "device": out})
-    return {
-        "provenance": "built by scripts/build_hardware_catalog.py from ../shared/data",
-        "ambiguous": AMBIGUOUS,
-        "devices": devices,
-    }
+        entry = {"aliases": aliases, "device": out}
+        devices.append(_per_gcd(entry, rows[row_name]) if name in PER_GCD else entry)
+    _merge_hand_entered(devices, hand_entered)
+    return {"provenance": PROVENANCE, "ambiguous": AMBIGUOUS, "devices": devices}
 
 
 def main() -> None:
     shared = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
-    target = Path("src/perfcast/specs/data/gpus.json")
+    target = Path(sys.argv[2] if len(sys.argv) > 2 else "src/perfcast/specs/data/gpus.json")
     target.write_text(json.dumps(build(shared), indent=1, sort_keys=False) + "\n")
     print(f"wrote {target}")
 

@@ -165,6 +165,7 @@ def execute_infer(r: ResolvedInfer) -> InferResult:
               "prompt_tokens": w.prompt_tokens, "output_tokens": w.output_tokens,
               "precision": r.precision.model_dump(mode="json"), "stack": r.stack.card(),
               **h.inputs(), "kernel_model": r.kernel_info}
+    forecast.notes.extend(f"model: {note}" for note in r.model.inferred)
     if not r.stack.serving_engine:
         forecast.notes.append(
             f"{r.stack.name} runs generate()'s eager module graph (prefill with last-token "

@@ -34,7 +34,8 @@ PUBLIC = {
         "parse_scenario", "run_scenario", "run_suite", "suite_markdown", "suite_summary"},
     "perfcast.specs": {
         "AttentionBackend", "Cluster", "DType", "Device", "DiffusionPipelineSpec",
-        "GraphCapture", "HostModel", "Link", "LinkKind", "MLASpec", "MoESpec",
+        "GraphCapture", "HostModel", "Link", "LinkKind", "LinearMixerSpec", "MLASpec",
+        "MoESpec", "SparseAttentionSpec",
         "ModelSpec", "ParallelPlan", "PipelineSchedule", "Precision", "Stack",
         "TextEncoderConfig", "UNetConfig", "VAEConfig", "VisionSpec",
         "bytes_per_element", "cluster_for", "cluster_names", "device_names",
@@ -46,7 +47,8 @@ PUBLIC = {
         "EAGER_LOGITS", "EAGER_MODES", "FUSED_QUANT", "FUSION_RULES", "INDEX_KINDS",
         "MemoryFootprint", "OPTIMIZERS", "TENSOR_FAMILIES", "VectorIndex",
         "attended_keys", "cnn_ops", "eager_batch_ops", "eager_ops", "embed_ops",
-        "inference_memory", "kv_bytes_per_token", "scheduler_ops", "search_ops",
+        "inference_memory", "kv_bytes_per_token", "layer_name", "scheduler_ops", "search_ops",
+        "state_bytes_per_sequence",
         "step_ops", "text_encoder_ops", "training_ops", "unet_ops", "vae_decode_ops",
         "weight_bytes_per_gpu", "weight_params"},
     "perfcast.kernels": {
@@ -88,7 +90,8 @@ PUBLIC = {
         "TRAINING_EXECUTION", "TieredTimeModel", "bucketed_reduction", "group_collective",
         "group_view", "reduction_end", "step_times", "training_step", "training_step_ops"},
     "perfcast.validate": {
-        "validate_serving_steps",
+        "validate_serving_steps", "SiliconDeployment", "coverage_lines", "coverage_summary",
+        "load_silicon_rows", "silicon_coverage", "silicon_deployments",
         "CALIBRATION_METHODS", "CALIBRATION_SOURCES", "calibration_report",
         "summarise_calibration", "validate_calibration",
         "KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",
@@ -148,6 +151,7 @@ PUBLIC = {
         "ResolvedMeasure", "ResolvedRLHF", "ResolvedRag", "ResolvedServe",
         "ResolvedStep", "ResolvedTrain", "ResolvedTrainSweep", "Result",
         "ServeDeployment", "ServeEngine", "ServeModel", "ServeOutputs", "ServeRequest",
+        "ServeQuantisation", "PoolLayout", "QUANT_SCHEMES",
         "ServeResult", "ServeSlos", "ServeWorkload", "ServingPrecision",
         "SpeculativeDecoding", "StackChoice", "StepEngine", "StepHardware",
         "StepOutputs", "StepPlan", "StepPrecision", "StepRequest", "StepResult",

@@ -63,5 +63,15 @@ def test_refusals_name_the_field():
         with pytest.raises(InputError) as err:
             simulate_disaggregated(a, decode, w)
         assert field in str(err.value)
+    chats = make_workload(4, qps=1.0, prompt_tokens=10, output_tokens=5, turns=2)
     with pytest.raises(InputError, match="workload"):
-        simulate_disaggregated(a, a, Workload(np.zeros(1), np.array([10]), np.array([5]), 1))
+        simulate_disaggregated(a, a, chats)
+
+
+def test_a_closed_loop_is_a_fixed_point_of_open_loop_runs():
+    """A client keeping 2 requests in flight: request k + 2 arrives when request k is done."""
+    a = ServeConfig(**POOL)
+    w = Workload(np.zeros(6), np.full(6, 64), np.full(6, 8), 2)
+    r = simulate_disaggregated(a, a, w).requests
+    assert (r["arrival_s"].iloc[:2] == 0).all() and (r["arrival_s"].iloc[2:] > 0).all()
+    assert r["arrival_s"].max() < r["completion_s"].max() and len(r) == 6

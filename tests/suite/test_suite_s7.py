@@ -7,7 +7,7 @@ from perfcast.suite._schema import parse_scenario
 
 
 def test_s7_prints_latency_throughput_and_the_bf16_speedups():
-    text = (resources.files("perfcast.suite") / "data/scenarios/43-s7.yaml").read_text()
+    text = (resources.files("perfcast.suite") / "data/scenarios/46-s7.yaml").read_text()
     result = run_scenario(parse_scenario(text))
     assert result.status == "supported", result.errors
     values = {(v.name, v.run): v.value for v in result.values}

@@ -1,9 +1,12 @@
 """`serve`: a serving deployment under load, simulated request by request.
 
 One deployment (replicas of a TP x PP group behind a router), or the same load on
-disaggregated prefill and decode pools, or several models co-located on the same GPUs (each
-beside its dedicated run). The result holds the simulation, its per-request table as a
-DataFrame, and the payload `perfcast serve --json` prints.
+disaggregated prefill and decode pools (each a `PoolLayout`: workers x TP/PP/EP/attention-DP,
+its own batch limits), or several models co-located on the same GPUs (each beside its
+dedicated run). Requests hold up to `--max-model-len` tokens (default: the model's
+max_position_embeddings); drawn or recorded lengths above it are clipped and the clip is
+reported (`inputs.clipped_requests`), fixed ones refused. The result holds the simulation,
+its per-request table as a DataFrame, and the payload `perfcast serve --json` prints.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,13 @@ from pydantic import Field, field_validator, model_validator
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.api._choices import EngineStackChoice, Hardware, ServingPrecision, _shorthand
+from perfcast.api._choices import (
+    EngineStackChoice,
+    Hardware,
+    ServingPrecision,
+    _shorthand,
+    precision_spec,
+)
 from perfcast.api._engine_host import engine_host
 from perfcast.api._units import (
     MAX_BATCH,
@@ -42,18 +52,24 @@ from perfcast.serve import (
     simulate_colocated,
     simulate_disaggregated,
 )
-from perfcast.serve._config import DEFAULT_EXPERT_SKEW, SERVE_KERNEL_MODELS
-from perfcast.specs import get_stack
+from perfcast.serve._config import DEFAULT_EXPERT_SKEW, DEFAULT_MAX_MODEL_LEN, SERVE_KERNEL_MODELS
+from perfcast.serve._disagg import PoolLayout
+from perfcast.specs import ModelSpec, Precision, get_model, get_stack, parse_dtype
 
-__all__ = ["Colocation", "Disaggregation", "ResolvedServe", "ServeDeployment", "ServeEngine",
-           "ServeModel", "ServeOutputs", "ServeRequest", "ServeResult", "ServeSlos",
-           "ServeWorkload", "SpeculativeDecoding"]
+__all__ = ["Colocation", "Disaggregation", "PoolLayout", "QUANT_SCHEMES", "ResolvedServe",
+           "ServeDeployment", "ServeEngine", "ServeModel", "ServeOutputs", "ServeQuantisation",
+           "ServeRequest", "ServeResult", "ServeSlos", "ServeWorkload", "SpeculativeDecoding"]
 
 DEFAULT_GPU = "a100-sxm4-80gb"  # when neither --gpu nor --cluster is given
 OUT_FORMATS = (".csv", ".parquet")
-# Tokens per request (prompt + output) the simulation takes: longer drawn or recorded
-# requests are clipped to it, fixed lengths above it refused (`make_workload`'s max_tokens).
-MAX_REQUEST_TOKENS = 4096
+# Quantisation schemes as AIConfigurator's gemm_quant_mode / moe_quant_mode name them ->
+# (activation dtype, weight dtype or None: the same). Block-scaled FP8 (DeepSeek's 128 x 128
+# scales) is priced as FP8 GEMMs, as the result says.
+QUANT_SCHEMES = {"bf16": ("bf16", None), "fp16": ("fp16", None), "fp8": ("fp8", None),
+                 "fp8_block": ("fp8", None), "nvfp4": ("fp4", None), "mxfp4": ("fp4", None),
+                 "int8_wo": ("bf16", "int8"), "int4_wo": ("bf16", "int4")}
+# Options each disaggregated pool gives for itself (`PoolLayout`), refused beside the pools.
+POOL_OPTIONS = ("tp", "pp", "replicas", "ep", "attention_dp", "moe_tp")
 
 
 class ServeModel(Group):
@@ -68,14 +84,18 @@ class ServeModel(Group):
 
 
 class ServeDeployment(Group):
-    """`replicas` copies of a TP x PP group behind the router; MoE layers split over EP."""
+    """`replicas` copies of a TP x PP group behind the router; MoE layers split over EP x
+    MoE-TP ranks of the tp x attention_dp GPUs."""
 
     tp: int = Field(1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree per replica.")
     pp: int = Field(1, ge=1, le=MAX_GPUS, description="Pipeline stages per replica.")
-    replicas: int = Field(1, ge=1, le=MAX_GPUS, description="Replicas behind the router.")
+    replicas: int = Field(1, ge=1, le=MAX_GPUS, description="Replicas behind the router "
+                          "(with attention_dp, one worker's ranks unless given).")
     ep: int = Field(1, ge=1, le=MAX_GPUS, description="Expert-parallel degree of MoE layers.")
     attention_dp: int = Field(1, ge=1, le=MAX_GPUS, description="Attention data-parallel ranks "
                               "sharing one EP group (each a replica).")
+    moe_tp: int | None = Field(None, ge=1, le=MAX_GPUS, description="Tensor-parallel degree of "
+                               "each expert (default: tp x attention-dp / ep).")
     expert_skew: float = Field(DEFAULT_EXPERT_SKEW, ge=1.0, le=64.0, description="Most loaded "
                                "EP rank's routed tokens / the mean (1 = balanced).")
 
@@ -88,6 +108,8 @@ class ServeEngine(Group):
     max_batch: int = Field(256, ge=1, le=MAX_BATCH, description="Max sequences per step.")
     max_batch_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Token budget "
                                          "per step.")
+    max_model_len: int | None = Field(None, ge=2, le=MAX_TOKENS, description="Longest request "
+                                      "(prompt + output); default: the model's context.")
     chunk_size: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Prefill chunk "
                                    "(sarathi/vllm-v1).")
     block_size: int = Field(16, ge=1, le=1024, description="KV-cache tokens per block.")
@@ -150,26 +172,62 @@ class ServeWorkload(Group):
             return self.arrival
         return "closed_loop" if self.concurrency is not None else "poisson"
 
-    def make(self, seed: int) -> Workload:
-        """The stream drawn with `seed`; fixed lengths default to 512 prompt, 128 output."""
-        prompt, output = self.token_lengths()
-        return make_workload(
+    def make(self, seed: int, limit: ContextLimit) -> Workload:
+        """The stream drawn with `seed`, requests clipped to `limit` (counted in
+        `Workload.clipped`); fixed lengths default to 512 prompt, 128 output."""
+        prompt, output = self.token_lengths(limit)
+        workload = make_workload(
             self.num_requests, arrival=self.arrival_process, qps=self.qps, cv=self.cv,
             concurrency=self.concurrency, lengths=self.lengths, prompt_tokens=prompt,
             output_tokens=output, trace=self.trace, csv=self.csv,
-            max_tokens=MAX_REQUEST_TOKENS, system_prompt_tokens=self.system_prompt_tokens,
+            max_tokens=limit.tokens, system_prompt_tokens=self.system_prompt_tokens,
             prompt_groups=self.prompt_groups, turns=self.turns, think_s=self.think_s,
             seed=seed)
+        longest = int((workload.prompt_tokens + workload.output_tokens).max())
+        if longest > limit.tokens:  # a chat's history or a system prompt on top of a turn
+            raise InputError("max_model_len", f"a request reaches {longest} tokens (its chat "
+                             "history or system prompt included), above max_model_len "
+                             f"{limit.tokens}", f"--max-model-len >= {longest}, or fewer "
+                             "--turns / shorter lengths")
+        return workload
 
-    def token_lengths(self) -> tuple[Any, Any]:
-        """(prompt, output) length specs for `make_workload`, every option checked first."""
+    def token_lengths(self, limit: ContextLimit | None = None) -> tuple[Any, Any]:
+        """(prompt, output) length specs for `make_workload`, every option checked first
+        (fixed lengths against `limit`, when given)."""
         _check_arrivals(self)
         _check_lengths(self)
         defaults = {"fixed": (512, 128)}.get(self.lengths, (None, None))
         prompt = _pair(self.prompt_tokens, "prompt_tokens") or defaults[0]
         output = _pair(self.output_tokens, "output_tokens") or defaults[1]
-        _check_fixed_total(self.lengths, prompt, output)
+        if limit is not None:
+            _check_fixed_total(self.lengths, prompt, output, limit)
         return prompt, output
+
+
+@dataclass(frozen=True)
+class ContextLimit:
+    """The longest request a deployment takes: `tokens`, from --max-model-len (`given`) or
+    the model's max_position_embeddings, else DEFAULT_MAX_MODEL_LEN (vLLM's fallback);
+    `notes` say where a default or an override came from."""
+
+    tokens: int
+    given: bool
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, model: ModelSpec, given: int | None) -> ContextLimit:
+        trained = model.max_position_embeddings
+        if given is not None:
+            notes = () if trained is None or given <= trained else (
+                f"max_model_len {given} is above {model.name}'s max_position_embeddings "
+                f"({trained}): used as given, the KV cache sized for it (vLLM asks for "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",)
+            return cls(given, True, notes)
+        if trained is None:
+            return cls(DEFAULT_MAX_MODEL_LEN, False, (
+                f"{model.name}'s config names no max_position_embeddings: max_model_len "
+                f"defaults to {DEFAULT_MAX_MODEL_LEN} (vLLM's fallback)",))
+        return cls(trained, False)
 
 
 def _dash(option: str) -> str:
@@ -210,14 +268,18 @@ def _check_lengths(w: ServeWorkload) -> None:
                              f"{_dash(needs)}, or omit {_dash(option)}")
 
 
-def _check_fixed_total(lengths: str, prompt, output) -> None:
-    """Fixed lengths above what one simulated request holds are refused (drawn ones are
-    clipped), naming the options a user gave."""
+def _check_fixed_total(lengths: str, prompt, output, limit: ContextLimit) -> None:
+    """Fixed lengths above the deployment's max model length are refused (drawn ones are
+    clipped and counted), naming --max-model-len when the user set it, else the lengths."""
     if lengths == "fixed" and isinstance(prompt, int) and isinstance(output, int) \
-            and prompt + output > MAX_REQUEST_TOKENS:
-        raise InputError("prompt_tokens", f"prompt + output tokens = {prompt + output} exceeds "
-                         f"the {MAX_REQUEST_TOKENS} tokens a simulated request holds",
-                         f"--prompt-tokens + --output-tokens <= {MAX_REQUEST_TOKENS}")
+            and prompt + output > limit.tokens:
+        total, source = prompt + output, ("--max-model-len" if limit.given else
+                                           "the model's context (max_position_embeddings)")
+        raise InputError("max_model_len" if limit.given else "prompt_tokens",
+                         f"prompt + output tokens = {total} exceeds max_model_len "
+                         f"{limit.tokens} ({source})",
+                         f"--prompt-tokens + --output-tokens <= {limit.tokens}, or "
+                         f"--max-model-len >= {total}")
 
 
 def _pair(text: str | None, field: str) -> int | tuple[float | int, ...] | None:
@@ -259,31 +321,47 @@ class SpeculativeDecoding(Group):
 
 
 class Disaggregation(Group):
-    """Prefill and decode on separate pools, each REPLICASxTP (same model, GPU, scheduler)."""
+    """Prefill and decode on separate pools (same model, GPU and scheduler), each a
+    `PoolLayout`: `2x(tp8,ep8,dp8,batch256)`, `2x4` (2 workers of TP 4) or its fields."""
 
-    disagg_prefill: str | None = Field(None, description="The prefill pool as REPLICASxTP.")
-    disagg_decode: str | None = Field(None, description="The decode pool as REPLICASxTP.")
+    disagg_prefill: PoolLayout | None = Field(None, description="The prefill pool: "
+                                              "WORKERSx(tp,pp,ep,dp,moe_tp,batch,tokens) or "
+                                              "WORKERSxTP.")
+    disagg_decode: PoolLayout | None = Field(None, description="The decode pool, as "
+                                             "disagg_prefill.")
+
+    @field_validator("disagg_prefill", "disagg_decode", mode="before")
+    @classmethod
+    def _layout(cls, value: Any, info) -> PoolLayout | None:
+        return None if value is None else PoolLayout.parse(value, info.field_name)
 
     @property
     def enabled(self) -> bool:
         return self.disagg_prefill is not None or self.disagg_decode is not None
 
     def pools(self, config: ServeConfig) -> tuple[ServeConfig, ServeConfig]:
-        """(prefill, decode) deployments: `config` with each pool's replicas and TP."""
-        pools = []
-        for text, field in ((self.disagg_prefill, "disagg_prefill"),
-                            (self.disagg_decode, "disagg_decode")):
-            replicas, tp = _pool(text, field)
-            pools.append(ServeConfig(**(config.model_dump() | {"replicas": replicas, "tp": tp})))
-        return pools[0], pools[1]
+        """(prefill, decode) deployments: `config` deployed as each pool's layout."""
+        for field in ("disagg_prefill", "disagg_decode"):
+            if getattr(self, field) is None:
+                raise InputError(field, "disaggregated serving needs both pools",
+                                 "e.g. --disagg-prefill 2x4 --disagg-decode 1x(tp8,ep8,dp8)")
+        return self.disagg_prefill.config(config), self.disagg_decode.config(config)
 
 
-def _pool(text: str | None, field: str) -> tuple[int, int]:
-    """'2x4' -> (replicas 2, tp 4)."""
-    parts = (text or "").lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise InputError(field, f"expected REPLICASxTP such as 2x4, got {text!r}", "e.g. 2x4")
-    return int(parts[0]), int(parts[1])
+class ServeQuantisation(Group):
+    """Quantisation schemes as engines and AIConfigurator name them, for the dense GEMMs and
+    the experts; they set the precision (--dtype/--weight-dtype, when also given, agree)."""
+
+    gemm_quant: str | None = Field(None, description="Dense GEMMs: fp8, fp8_block, nvfp4, "
+                                   "mxfp4, int4_wo, int8_wo, bf16.")
+    moe_quant: str | None = Field(None, description="Expert GEMMs, as gemm_quant.")
+
+    @field_validator("gemm_quant", "moe_quant")
+    @classmethod
+    def _scheme(cls, value: str | None, info) -> str | None:
+        if value is not None and value not in QUANT_SCHEMES:
+            raise InputError(info.field_name, f"unknown scheme {value!r}", QUANT_SCHEMES)
+        return value
 
 
 class Colocation(Group):
@@ -291,6 +369,12 @@ class Colocation(Group):
 
     colocate: list[str] | None = Field(None, description="Models served beside the first.")
     colocate_sharing: str = Field("time-slice", description="time-slice or mps.")
+
+    @field_validator("colocate")
+    @classmethod
+    def _none_when_empty(cls, value: list[str] | None) -> list[str] | None:
+        """No models (a command line without --colocate gives []) is no co-location."""
+        return value or None
 
 
 class ServeSlos(Group):
@@ -340,10 +424,26 @@ class ServeRequest(Request):
     workload: ServeWorkload = ServeWorkload()
     speculative: SpeculativeDecoding = SpeculativeDecoding()
     disaggregation: Disaggregation = Disaggregation()
+    quantisation: ServeQuantisation = ServeQuantisation()
     colocation: Colocation = Colocation()
     slos: ServeSlos = ServeSlos()
     outputs: ServeOutputs = ServeOutputs()
     stack: EngineStackChoice = EngineStackChoice()
+
+    def command_line(self) -> str:
+        """The `perfcast serve ...` command that asks this request: every option not at its
+        default as its flag (`--` + the option name, dashed), shell-quoted."""
+        defaults, args = self.option_defaults(), ["perfcast", "serve"]
+        for option, value in self.options().items():
+            if option in defaults and value == defaults[option]:
+                continue
+            flag = _dash(option)
+            if isinstance(value, bool):
+                args.append(flag if value else "--no-" + flag[2:])
+            else:
+                for one in value if isinstance(value, list | tuple) else (value,):
+                    args += [flag, str(one)]
+        return shlex.join(args)
 
 
 @dataclass(frozen=True)
@@ -358,6 +458,8 @@ class ResolvedServe:
     workloads: tuple[Workload, ...]
     gpu: str | None
     slos: tuple[float | None, float | None]
+    limit: ContextLimit
+    quant: dict[str, Any]
 
 
 def _check_modes(request: ServeRequest) -> None:
@@ -375,14 +477,43 @@ def _check_modes(request: ServeRequest) -> None:
     if not colocated and request.first_given("colocate_sharing"):
         raise InputError("colocate_sharing", "applies only with --colocate",
                          "--colocate MODEL, or omit --colocate-sharing")
-    option = request.first_given("tp", "replicas") if disagg else None
+    option = request.first_given(*POOL_OPTIONS) if disagg else None
     if option is not None:
         raise InputError(option, f"{_dash(option)} and --disagg-prefill/--disagg-decode: each "
-                         "pool gives its own REPLICASxTP", f"omit {_dash(option)}")
+                         "pool gives its own layout", f"omit {_dash(option)}, or set it in "
+                         "the pools: WORKERSx(tp,pp,ep,dp,moe_tp,batch,tokens)")
     option = request.first_given("spec_acceptance", "spec_draft_gpu")
     if option is not None and request.speculative.spec_k == 0:
         raise InputError(option, "applies only with speculative decoding (--spec-k >= 1)",
                          f"--spec-k N, or omit {_dash(option)}")
+
+
+def _precision(request: ServeRequest) -> tuple[Precision, dict[str, Any]]:
+    """The precision the quantisation schemes set (else --dtype/--weight-dtype's), and what
+    the payload says about it. Experts and dense GEMMs in different dtypes are refused:
+    `specs.Precision` holds one weight format for every GEMM."""
+    q, p = request.quantisation, request.precision
+    schemes = {f: s for f, s in (("gemm_quant", q.gemm_quant), ("moe_quant", q.moe_quant)) if s}
+    if not schemes:
+        return p.spec(), {}
+    pairs = {QUANT_SCHEMES[s] for s in schemes.values()}
+    if len(pairs) > 1:
+        raise InputError("moe_quant", f"{q.moe_quant} experts beside {q.gemm_quant} dense "
+                         "GEMMs: one weight format prices every GEMM (specs.Precision)",
+                         "a --moe-quant of the --gemm-quant's dtypes")
+    dtype, weights = pairs.pop()
+    for option, want in (("dtype", dtype), ("weight_dtype", weights or dtype)):
+        given = request.first_given(option) and getattr(p, option)
+        if given and parse_dtype(given, option) != parse_dtype(want):
+            raise InputError(option, f"{given} disagrees with --{next(iter(schemes))} "
+                             f"{next(iter(schemes.values()))} ({option} {want})",
+                             f"{want}, or omit {_dash(option)}")
+    precision = precision_spec(dtype, p.kv_dtype, weights, p.activation_quant)
+    info = dict(schemes) | {"priced_as": f"weights {precision.weights.value}, activations "
+                            f"{precision.activations.value}"}
+    if "fp8_block" in schemes.values():
+        info["note"] = "block-scaled FP8 priced as FP8 GEMMs (its scale reads are not modelled)"
+    return precision, info
 
 
 def resolve_serve(request: ServeRequest) -> ResolvedServe:
@@ -394,32 +525,45 @@ def resolve_serve(request: ServeRequest) -> ResolvedServe:
     gpu = hw.gpu if hw.gpu or hw.cluster else DEFAULT_GPU
     stack = request.stack.spec("serve")
     host = engine_host(stack, None, None, request.stack.host_speed)
+    model = get_model(request.model.name)
+    limit = ContextLimit.of(model, e.max_model_len)
+    precision, quant = _precision(request)
+    q = request.quantisation
+    if q.moe_quant and not q.gemm_quant and model.moe is None:
+        raise InputError("moe_quant", f"{model.name} has no experts, so --moe-quant would "
+                         "price its dense GEMMs", "--gemm-quant (or --moe-quant with an equal "
+                         "--gemm-quant)")
     config = ServeConfig(
         stack=stack.name, execution=str(host.execution), host=host.profile,
         model=request.model.name, gpu=gpu, cluster=hw.cluster, tp=d.tp, pp=d.pp,
-        replicas=d.replicas, scheduler=e.scheduler, router=e.router, max_batch=e.max_batch,
+        replicas=d.replicas if request.first_given("replicas") else d.attention_dp,
+        scheduler=e.scheduler, router=e.router, max_batch=e.max_batch,
         max_batch_tokens=e.max_batch_tokens, chunk_size=e.chunk_size, block_size=e.block_size,
         preemption=e.preemption, gpu_memory_utilization=e.gpu_memory_utilization,
         host_overlap=e.host_overlap, allreduce=e.allreduce, prefix_caching=e.prefix_cache,
         kernel_model=e.kernel_model,
         spec_k=s.spec_k, spec_draft_model=s.spec_draft_model, spec_draft_gpu=s.spec_draft_gpu,
-        spec_acceptance=s.rates(), ep=d.ep, attention_dp=d.attention_dp,
-        expert_skew=d.expert_skew, precision=request.precision.spec())
+        spec_acceptance=s.rates(), ep=d.ep, attention_dp=d.attention_dp, moe_tp=d.moe_tp,
+        expert_skew=d.expert_skew, precision=precision, max_context=limit.tokens)
     w, seed = request.workload, request.workload.seed
-    workload = w.make(seed)
+    workload = w.make(seed, limit)
     others = request.colocation.colocate
+    parts = (gpu, slos, limit, quant)
     if others:
-        configs = (config, *(ServeConfig(**(config.model_dump() | {"model": m}))
-                             for m in others))
-        loads = (workload, *(w.make(seed + i) for i in range(1, len(configs))))
-        return ResolvedServe(request, "colocated", config, configs, loads, gpu, slos)
+        configs, loads = [config], [workload]
+        for i, m in enumerate(others, start=1):  # each model's own context unless given
+            own = limit if limit.given else ContextLimit.of(get_model(m), None)
+            configs.append(ServeConfig(**(config.model_dump() | {"model": m,
+                                                                 "max_context": own.tokens})))
+            loads.append(w.make(seed + i, own))
+        return ResolvedServe(request, "colocated", config, tuple(configs), tuple(loads), *parts)
     if request.disaggregation.enabled:
         if request.outputs.trace_out is not None:
             raise InputError("trace_out", "is not available for disaggregated runs yet",
                              "omit it")
         pools = request.disaggregation.pools(config)
-        return ResolvedServe(request, "disaggregated", config, pools, (workload,), gpu, slos)
-    return ResolvedServe(request, "single", config, (config,), (workload,), gpu, slos)
+        return ResolvedServe(request, "disaggregated", config, pools, (workload,), *parts)
+    return ResolvedServe(request, "single", config, (config,), (workload,), *parts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -469,12 +613,12 @@ def _single(r: ResolvedServe) -> ServeResult:
     d, e, w = request.deployment, request.engine, request.workload
     inputs = {"model": config.model if isinstance(config.model, str) else config.model.name,
               "gpu": r.gpu, "cluster": request.hardware.cluster, "tp": d.tp, "pp": d.pp,
-              "replicas": d.replicas, "scheduler": e.scheduler, "router": e.router,
+              "replicas": config.replicas, "scheduler": e.scheduler, "router": e.router,
               "arrival": w.arrival_process, "qps": w.qps, "concurrency": w.concurrency,
               "num_requests": w.num_requests, "lengths": w.lengths, "seed": w.seed,
               "prefix_cache": e.prefix_cache, "system_prompt_tokens": w.system_prompt_tokens,
               "turns": w.turns, "ep": d.ep, "attention_dp": d.attention_dp,
-              "expert_skew": d.expert_skew}
+              "moe_tp": config.plan.moe_tp, "expert_skew": d.expert_skew}
     return ServeResult(request, r.mode, inputs, metrics, result.requests, result)
 
 
@@ -501,7 +645,8 @@ def _disaggregated(r: ResolvedServe) -> ServeResult:
     result = simulate_disaggregated(*r.configs, r.workloads[0], seed=request.workload.seed)
     _write_table(result.requests, request.outputs.out)
     d = request.disaggregation
-    inputs = {"disagg_prefill": d.disagg_prefill, "disagg_decode": d.disagg_decode,
+    inputs = {"disagg_prefill": str(d.disagg_prefill), "disagg_decode": str(d.disagg_decode),
+              "prefill_gpus": d.disagg_prefill.gpus, "decode_gpus": d.disagg_decode.gpus,
               "seed": request.workload.seed}
     return ServeResult(request, r.mode, inputs, result.summary(*r.slos), result.requests,
                        result)
@@ -513,7 +658,26 @@ _MODES = {"single": _single, "colocated": _colocated, "disaggregated": _disaggre
 def execute_serve(r: ResolvedServe) -> ServeResult:
     """Simulate, write the files asked for, and summarise."""
     result = _MODES[r.mode](r)
-    return dataclasses.replace(result, inputs={**result.inputs, **stack_inputs(r)})
+    return dataclasses.replace(result, inputs={**result.inputs, **context_inputs(r),
+                                               **stack_inputs(r)})
+
+
+def context_inputs(r: ResolvedServe) -> dict[str, Any]:
+    """The max model length the run took, how many requests were clipped to it (drawn or
+    recorded lengths; fixed ones are refused), where a default came from, and the
+    quantisation schemes with the precision they were priced as."""
+    clipped = sum(w.clipped for w in r.workloads)
+    notes = list(r.limit.notes)
+    notes += [f"model: {note}" for note in r.config.model_spec.inferred]
+    if clipped:
+        notes.append(f"{clipped} requests longer than max_model_len {r.limit.tokens} were "
+                     "clipped to it (both sides in proportion)")
+    out = {"max_model_len": r.limit.tokens, "clipped_requests": clipped}
+    if notes:
+        out["notes"] = notes
+    if r.quant:
+        out["quantisation"] = r.quant
+    return out
 
 
 def stack_inputs(r: ResolvedServe) -> dict[str, Any]:

@@ -96,8 +96,17 @@ def serve(
         help="Expert-parallel degree of MoE layers (divides tp x attention-dp).",
         rich_help_panel=MOE)] = 1,
     attention_dp: Annotated[int, typer.Option(
-        help="Attention-DP ranks sharing an EP group (DeepSeek-style); each is a replica.",
+        help="Attention-DP ranks sharing an EP group (DeepSeek-style); each is a replica "
+             "(--replicas defaults to them: one worker).",
         rich_help_panel=MOE)] = 1,
+    moe_tp: Annotated[int | None, typer.Option(
+        help="Tensor-parallel degree of each expert (default: tp x attention-dp / ep).",
+        rich_help_panel=MOE)] = None,
+    gemm_quant: Annotated[str | None, typer.Option(
+        help="Dense GEMMs' scheme: fp8, fp8_block, nvfp4, mxfp4, int4_wo, int8_wo or bf16 "
+             "(sets the dtypes).", rich_help_panel=MOE)] = None,
+    moe_quant: Annotated[str | None, typer.Option(
+        help="Expert GEMMs' scheme, as --gemm-quant.", rich_help_panel=MOE)] = None,
     expert_skew: Annotated[float, typer.Option(
         help="Most loaded EP rank's routed tokens / the mean (1: balanced).",
         rich_help_panel=MOE)] = DEFAULT_EXPERT_SKEW,
@@ -110,6 +119,11 @@ def serve(
         help="recompute or swap.", rich_help_panel=INTERNALS)] = "recompute",
     gpu_memory_utilization: Annotated[float, typer.Option(
         help="Share of GPU memory used.", rich_help_panel=INTERNALS)] = 0.9,
+    max_model_len: Annotated[int | None, typer.Option(
+        help="Longest request, prompt + output (vLLM's --max-model-len); default: the "
+             "model's max_position_embeddings. Longer drawn lengths are clipped and counted, "
+             "fixed ones refused; above the model's context only when given.",
+        rich_help_panel=INTERNALS)] = None,
     activation_quant: Annotated[str, typer.Option(
         help="fp8/fp4 activation quantisation: fused (in the producing kernel, as engines "
              "do) or separate (own kernels).", rich_help_panel=INTERNALS)] = "fused",
@@ -150,11 +164,13 @@ def serve(
         help="shared (draft on the target's GPUs) or separate.", rich_help_panel=SPEC)
                               ] = "shared",
     disagg_prefill: Annotated[str | None, typer.Option(
-        help="The prefill pool as REPLICASxTP (e.g. 2x4); needs --disagg-decode.",
+        help="The prefill pool: WORKERSx(KEYvalue,...) with keys tp, pp, ep, dp (attention "
+             "DP), moe_tp, batch (max batch per DP rank), tokens (max batch tokens), e.g. "
+             "'2x(tp8,ep8,dp8,batch256)'; or WORKERSxTP (2x4). Needs --disagg-decode.",
         rich_help_panel=DISAGG)] = None,
     disagg_decode: Annotated[str | None, typer.Option(
-        help="The decode pool as REPLICASxTP (same model, GPU and scheduler).",
-        rich_help_panel=DISAGG)] = None,
+        help="The decode pool, as --disagg-prefill (same model, GPU and scheduler); wide "
+             "EP: '1x(tp1,dp32,ep32)'.", rich_help_panel=DISAGG)] = None,
     colocate: Annotated[list[str] | None, typer.Option(
         help="More models on the same GPUs, each with a stream like the first (seeds seed+1, "
              "...); memory split evenly.", rich_help_panel=COLOCATE)] = None,

@@ -34,6 +34,7 @@ from perfcast.validate import (
     calibration_report,
     check_out_dir,
     collectives_report,
+    coverage_lines,
     kernels_report,
     models_report,
     serving_report,
@@ -341,6 +342,8 @@ def _print_serving(report: ValidationReport, out: Console) -> None:
                                                    for k, v in SERVING_TARGETS.items()))
     for k in report.extras["skipped"]:
         out.print(f"skipped ({k['method']}) {k['point_id']}: {k['reason']}")
+    for line in coverage_lines(report.extras["coverage"]):
+        out.print(line)
 
 
 @validate_app.command("training")

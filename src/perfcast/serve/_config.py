@@ -1,5 +1,24 @@
 """What deployment to simulate: model, hardware, parallelism, scheduler, KV cache and router,
-as one frozen, validated object. Every bad value is an InputError naming its field."""
+as one frozen, validated object. Every bad value is an InputError naming its field.
+
+Attention heads over TP, as the engines split them (`ServeConfig._check_heads`):
+
+- Query heads must divide by TP in all three engines, none pads them: vLLM refuses at
+  start-up (`ModelConfig.verify_with_parallel_config`: "Total number of attention heads
+  must be divisible by tensor parallel size"), SGLang's `QKVParallelLinear` (vLLM's) calls
+  `divide(total_num_heads, tp_size)`, TensorRT-LLM's `Attention` asserts
+  `num_heads % tp_size == 0` (tensorrt_llm/_torch/modules/attention.py).
+- KV heads fewer than TP are replicated: each rank holds one, `tp / kv` ranks share it (vLLM
+  and SGLang `QKVParallelLinear`: `num_kv_head_replicas = divide(tp_size,
+  total_num_kv_heads)`, which needs tp a multiple of kv; TensorRT-LLM
+  `(num_key_value_heads + tp_size - 1) // tp_size`, i.e. ceil). perfcast follows vLLM and
+  SGLang: tp a multiple of the KV heads (the KV cache counts one head per rank,
+  `ops.kv_bytes_per_token`); TensorRT-LLM's ceil for other TPs is not modelled.
+- KV heads more than TP: kv / tp per rank, so TP divides them (all three).
+- MLA (DeepSeek) caches one latent per token, replicated on every TP rank: no KV-head rule.
+- With attention data parallelism `tp` is the attention TP (TensorRT-LLM's
+  `enable_attention_dp` runs attention at TP 1; SGLang's DP attention at tp / dp).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +40,8 @@ from perfcast.specs import (
     get_stack,
 )
 
-__all__ = ["DEFAULT_EXPERT_SKEW", "ROUTERS", "SCHEDULERS", "SERVE_KERNEL_MODELS", "ServeConfig"]
+__all__ = ["DEFAULT_EXPERT_SKEW", "DEFAULT_MAX_MODEL_LEN", "ROUTERS", "SCHEDULERS",
+           "SERVE_KERNEL_MODELS", "ServeConfig"]
 
 SCHEDULERS = ("vllm-v0", "vllm-v1", "sarathi", "orca", "static")
 # Kernel models serving prices with: the roofline is left out (`perfcast infer` has it), as
@@ -36,6 +56,9 @@ _DEFAULT_BUDGET = {"vllm-v1": 8192, "sarathi": 512}
 # with balancing losses (aux loss, DeepSeek's bias) sit at or below its low end. Chosen a
 # priori, not fitted on serving points.
 DEFAULT_EXPERT_SKEW = 1.3
+# Longest sequence when a model's config names no context length: vLLM's fallback
+# (`_get_and_verify_max_len`: 2048, with a warning); the API notes when it is used.
+DEFAULT_MAX_MODEL_LEN = 2048
 
 
 class ServeConfig(BaseModel):
@@ -73,7 +96,9 @@ class ServeConfig(BaseModel):
     host_overlap: bool = Field(default=False, description="the engine prepares the next step "
                                "on the CPU while the GPU runs this one (step = max, not sum; "
                                "first tokens reach the client when the next step ends)")
-    max_context: int | None = Field(default=None, ge=1, description="longest sequence")
+    max_context: int | None = Field(default=None, ge=1, description="longest sequence "
+                                    "(prompt + output; vLLM's max_model_len); None: the "
+                                    "model's max_position_embeddings")
     prefix_caching: bool = Field(default=False, description="reuse cached KV blocks of "
                                  "shared prompt content across requests (vLLM automatic prefix "
                                  "caching, SGLang RadixAttention)")
@@ -92,6 +117,9 @@ class ServeConfig(BaseModel):
 
     ep: int = Field(default=1, ge=1, description="expert-parallel degree of MoE layers: "
                     "experts split over ep ranks (x moe_tp = tp x attention_dp)")
+    moe_tp: int | None = Field(default=None, ge=1, description="tensor-parallel degree of "
+                               "each expert; None: tp x attention_dp / ep with EP, tp "
+                               "without (the only split modelled; given, it must equal it)")
     attention_dp: int = Field(default=1, ge=1, description="attention data-parallel ranks "
                               "sharing one EP group (DeepSeek-style): each is a replica with "
                               "its own requests and KV; their tokens meet in the MoE layers")
@@ -123,6 +151,7 @@ class ServeConfig(BaseModel):
             get_stack(self.stack)  # an unknown name fails here, naming the field
         if (self.gpu is None) == (self.cluster is None):
             raise InputError("gpu", "give exactly one of gpu and cluster")
+        self._check_heads(model)
         self._check_experts(model)
         n = self.tp * self.pp * self.attention_dp
         cluster = (get_cluster(self.cluster, n) if self.cluster
@@ -144,9 +173,31 @@ class ServeConfig(BaseModel):
                              f"preemption={self.preemption!r})",
                              "scheduler vllm-v0, vllm-v1 or sarathi with preemption recompute")
 
+    def _check_heads(self, model: ModelSpec) -> None:
+        """TP splits the attention heads as the engines do (module docstring)."""
+        tp, heads, kv = self.tp, model.num_heads, model.num_kv_heads
+        if heads % tp:
+            raise InputError("tp", f"{tp} does not divide {model.name}'s {heads} query heads; "
+                             "vLLM, SGLang and TensorRT-LLM all refuse it (none pads query "
+                             "heads)", _divisors(heads))
+        if model.mla is not None:
+            return
+        if tp > kv and tp % kv:
+            raise InputError("tp", f"{tp} is above {model.name}'s {kv} KV heads but not a "
+                             "multiple of them: vLLM and SGLang replicate each KV head on "
+                             "tp / kv ranks and refuse this (TensorRT-LLM's ceil(kv / tp) "
+                             "split is not modelled)",
+                             [d for d in _divisors(heads) if d <= kv or d % kv == 0])
+        if kv > tp and kv % tp:
+            raise InputError("tp", f"{tp} does not divide {model.name}'s {kv} KV heads "
+                             "(each rank holds kv / tp of them)", _divisors(kv))
+
     def _check_experts(self, model: ModelSpec) -> None:
-        """EP and attention-DP degrees that split this model and fill whole EP groups."""
+        """EP and attention-DP degrees that split this model and fill whole EP groups; an
+        explicit moe_tp is the split modelled (ParallelPlan.moe_tp) or refused."""
         dp, ep = self.attention_dp, self.ep
+        if self.moe_tp is not None:
+            self._check_moe_tp(model)
         if dp > 1 and ep == 1:
             raise InputError("attention_dp", f"{dp} needs ep > 1: without expert parallelism "
                              "the ranks are independent replicas", "1, or set ep")
@@ -158,6 +209,19 @@ class ServeConfig(BaseModel):
             raise InputError("replicas", f"{self.replicas} must be a multiple of attention_dp "
                              f"({dp}): each attention rank is a replica",
                              f"{dp}, {2 * dp}, ...")
+
+    def _check_moe_tp(self, model: ModelSpec) -> None:
+        ranks, derived = self.tp * self.attention_dp, self.plan.moe_tp
+        if self.moe_tp * self.ep != ranks:
+            raise InputError("moe_tp", f"moe_tp x ep = {self.moe_tp} x {self.ep} must equal tp "
+                             f"x attention_dp = {ranks}: every GPU holds one expert shard",
+                             f"{ranks // self.ep} with ep {self.ep}")
+        if self.moe_tp != derived:
+            raise InputError("moe_tp", f"{self.moe_tp}: experts split by tensor parallelism "
+                             f"across {self.attention_dp} attention-DP ranks without EP (vLLM's "
+                             "DP without --enable-expert-parallel) are not modelled; the plan "
+                             f"splits them over ep x moe_tp with moe_tp = tp ({derived}) "
+                             "without EP", f"{derived}, or ep = tp x attention_dp")
 
     def _check_spec(self, model: ModelSpec) -> None:
         rates = self.spec_rates
@@ -203,9 +267,10 @@ class ServeConfig(BaseModel):
 
     @property
     def context_limit(self) -> int:
-        """Longest sequence (prompt + output) a request may have."""
+        """Longest sequence (prompt + output) a request may have: max_context, else the
+        model's max_position_embeddings, else DEFAULT_MAX_MODEL_LEN (vLLM's fallback)."""
         m = self.model_spec
-        return self.max_context or m.max_position_embeddings or 131072
+        return self.max_context or m.max_position_embeddings or DEFAULT_MAX_MODEL_LEN
 
     @property
     def token_budget(self) -> int:
@@ -225,3 +290,7 @@ class ServeConfig(BaseModel):
         if self.scheduler == "vllm-v1":
             return self.chunk_size or self.token_budget
         return None
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]

@@ -52,8 +52,9 @@ def plan_memory(config: ServeConfig) -> MemoryPlan:
         gb = 1e-9
         raise InputError("gpu_memory_utilization", f"{model.name} does not fit: "
                          f"{usable * gb:.1f} GB usable per GPU, weights {fp.weights_bytes * gb:.1f}"
-                         f" GB + activations {act * gb:.1f} GB + recurrent states "
-                         f"{states * gb:.1f} GB + runtime "
+                         f" GB + activations {act * gb:.1f} GB + "
+                         + (f"recurrent states {states * gb:.1f} GB + " if states else "")
+                         + "runtime "
                          f"{fp.runtime_bytes * gb:.1f} GB leave no KV block",
                          "a higher utilisation, more tp/pp, or a larger gpu")
     return MemoryPlan(usable, fp.weights_bytes, act, fp.runtime_bytes, kv, per_block, blocks,

@@ -2,9 +2,11 @@
 
 `make_workload` is the one entry point: arrivals (Poisson, gamma, trace replay or a closed
 loop) times lengths (fixed, uniform, Zipf, a shipped trace or a user's CSV), clipped to a
-maximum total length. Same arguments and seed -> bit-identical arrays. Arrivals, prompt
-lengths and output lengths use separate child streams of `numpy.random.default_rng(seed)`,
-so changing the length distribution leaves the arrival times as they were.
+maximum total length (the deployment's max model length); how many were clipped is kept in
+`Workload.clipped`, so a caller reports it, never hides it. Same arguments and seed ->
+bit-identical arrays. Arrivals, prompt lengths and output lengths use separate child streams
+of `numpy.random.default_rng(seed)`, so changing the length distribution leaves the arrival
+times as they were.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ class Workload:
     turn's). Sessions: `follows[r]` (-1: none) is a request whose completion, seen by the
     client, plus `think_s[r]` seconds, is when r arrives (the next turn of a chat).
     `preloaded_tokens[r]`: leading tokens whose KV arrives with the request (computed
-    elsewhere: the decode pool of a disaggregated deployment), at most prompt_tokens - 1."""
+    elsewhere: the decode pool of a disaggregated deployment), at most prompt_tokens - 1.
+    `clipped`: requests whose drawn or recorded lengths were cut to `make_workload`'s
+    max_tokens (0: none)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
@@ -63,6 +67,7 @@ class Workload:
     follows: np.ndarray | None = None
     think_s: np.ndarray | None = None
     preloaded_tokens: np.ndarray | None = None
+    clipped: int = 0
 
     def __post_init__(self) -> None:
         arrays = {}
@@ -178,11 +183,12 @@ def make_workload(num_requests: int, *, arrival: str = "poisson", qps: float | N
     (prompt_tokens / output_tokens ints), 'uniform' ((lo, hi) each), 'zipf' ((a, max) each),
     'trace' (shipped `trace`: 'arxiv', 'splitwise-conv', 'splitwise-code') or 'csv' (`csv`
     path). Recorded lengths are taken in order when arrivals replay the same source, else in
-    a seeded random order. Totals above `max_tokens` are clipped (None: no clip); fixed
-    lengths above it are refused. Sharing (prefix caching): `system_prompt_tokens` prepends
-    one of `prompt_groups` shared system prompts to every prompt; `turns` makes chats of that
-    many consecutive requests, the drawn prompt lengths being each turn's new message and a
-    turn arriving `think_s` after the last answer (see perfcast.serve._sharing)."""
+    a seeded random order. Totals above `max_tokens` are clipped (None: no clip) and counted
+    in `Workload.clipped`; fixed lengths above it are refused. Sharing (prefix caching):
+    `system_prompt_tokens` prepends one of `prompt_groups` shared system prompts to every
+    prompt; `turns` makes chats of that many consecutive requests, the drawn prompt lengths
+    being each turn's new message and a turn arriving `think_s` after the last answer (see
+    perfcast.serve._sharing)."""
     arrival = _choice("arrival", arrival, ARRIVALS)
     lengths = _choice("lengths", lengths, LENGTHS)
     if isinstance(num_requests, bool) or not isinstance(num_requests, int | np.integer) \
@@ -204,11 +210,13 @@ def make_workload(num_requests: int, *, arrival: str = "poisson", qps: float | N
         order = (np.arange(n) if same else np.concatenate(
             [r_prompt.permutation(len(src)) for _ in range(-(-n // len(src)))])) % len(src)
         prompt, output = src.prompt_tokens[order[:n]], src.output_tokens[order[:n]]
+    clipped = 0
     if max_tokens is not None:
         if lengths == "fixed" and int(prompt[0] + output[0]) > max_tokens:
             raise InputError("max_tokens", f"fixed prompt_tokens + output_tokens = "
                              f"{int(prompt[0] + output[0])} exceeds max_tokens={max_tokens}",
                              "a larger max_tokens, or None")
+        clipped = int((prompt + output > max_tokens).sum())
         prompt, output = clip_total(prompt, output, max_tokens)
     if system_prompt_tokens is not None and turns is not None:
         raise InputError("turns", "system prompts and chats together are not modelled yet "
@@ -224,4 +232,4 @@ def make_workload(num_requests: int, *, arrival: str = "poisson", qps: float | N
         extra = {"prefix_group": chats["group"], "prefix_tokens": chats["prefix_tokens"],
                  "follows": chats["follows"], "think_s": chats["think_s"]}
         times = times[chats["group"]]  # chat c starts at the c-th arrival (qps: chats/s)
-    return Workload(times, prompt, output, concurrency, **extra)
+    return Workload(times, prompt, output, concurrency, **extra, clipped=clipped)

@@ -23,7 +23,13 @@ from perfcast.specs._diffusers import (
     get_diffusion_model,
 )
 from perfcast.specs._dtype import DType, bytes_per_element, parse_dtype
-from perfcast.specs._model import MLASpec, ModelSpec, MoESpec
+from perfcast.specs._model import (
+    LinearMixerSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+    SparseAttentionSpec,
+)
 from perfcast.specs._plan import ParallelPlan, PipelineSchedule
 from perfcast.specs._precision import Precision
 from perfcast.specs._stack import (
@@ -37,7 +43,8 @@ from perfcast.specs._stack import (
 from perfcast.specs._vision import VisionSpec
 
 __all__ = [
-    "Cluster", "DType", "Device", "Link", "LinkKind", "MLASpec", "ModelSpec", "MoESpec",
+    "Cluster", "DType", "Device", "Link", "LinkKind", "LinearMixerSpec", "MLASpec",
+    "ModelSpec", "MoESpec", "SparseAttentionSpec",
     "ParallelPlan", "PipelineSchedule", "Precision", "bytes_per_element", "cluster_for",
     "cluster_names", "device_names", "get_cluster", "get_device", "get_model",
     "load_model_config", "model_entries", "model_names", "parse_dtype", "VisionSpec",

@@ -33,6 +33,7 @@ from perfcast.validate._reports import (
     ValidationReport,
     check_out_dir,
     collectives_report,
+    coverage_lines,
     kernels_report,
     models_report,
     serving_report,
@@ -50,6 +51,13 @@ from perfcast.validate._serving import (
 from perfcast.validate._serving_disagg import disagg_point, load_disagg_points
 from perfcast.validate._serving_sim import engine_point
 from perfcast.validate._serving_step import validate_serving_steps
+from perfcast.validate._silicon import (
+    SiliconDeployment,
+    coverage_summary,
+    load_silicon_rows,
+    silicon_coverage,
+    silicon_deployments,
+)
 from perfcast.validate._training import (
     TRAINING_METHODS,
     TRAINING_TARGET_MAPE,
@@ -83,4 +91,6 @@ __all__ = [
     "training_job", "training_point", "training_residuals", "validate_training",
     "KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",
     "kernels_report", "models_report", "serving_report", "training_report",
+    "SiliconDeployment", "coverage_lines", "coverage_summary", "load_silicon_rows",
+    "silicon_coverage", "silicon_deployments",
 ]

@@ -45,6 +45,12 @@ from perfcast.validate._serving import (
 )
 from perfcast.validate._serving_disagg import disagg_point, load_disagg_points
 from perfcast.validate._serving_sim import engine_point
+from perfcast.validate._silicon import (
+    coverage_summary,
+    load_silicon_rows,
+    silicon_coverage,
+    silicon_deployments,
+)
 from perfcast.validate._training import TRAINING_METHODS, TRAINING_TARGET_MAPE
 from perfcast.validate._training_calibration import validate_training
 
@@ -307,12 +313,22 @@ def serving_report(method: list[str] | None = None, points_per_group: int | None
               + ("" if arch == "all" else f", {arch} models only")
               + (", disaggregated" if mode == "disagg" else "")
               + ("" if stack is None else f", kernels priced by stack {stack!r}") + ")")
-    _write(out, {"serving.csv": rows, "serving.md": lambda: _serving_md(rows, sample, skipped)})
+    coverage = coverage_summary(silicon_coverage(silicon_deployments(load_silicon_rows())))
+    _write(out, {"serving.csv": rows,
+                 "serving.md": lambda: _serving_md(rows, sample, skipped, coverage)})
     return ValidationReport(rows, {"targets": SERVING_TARGETS, "skipped": skipped, "by": by,
-                                   "stack": stack})
+                                   "stack": stack, "coverage": coverage})
 
 
-def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict]) -> str:
+def coverage_lines(coverage: dict) -> list[str]:
+    """What share of the measured deployments perfcast can express and resolve."""
+    return [f"modelled: {coverage['modelled']} of {coverage['rows']} deployments of "
+            f"silicon_sample_dev.csv ({coverage['share']:.1%}) resolve as `perfcast serve` "
+            "requests", *[f"- refused ({r['field']}, {r['rows']} rows): {r['reason']}"
+                          for r in coverage["refused"]]]
+
+
+def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict], coverage: dict) -> str:
     return "\n".join([
         "# perfcast validate serving", "",
         f"Targets: median APE TTFT <= {SERVING_TARGETS['ttft']:.0%}, TPOT <= "
@@ -320,7 +336,7 @@ def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict]) -> str:
         f"(validate/data/README.md), {sample}.", "",
         md_table(rows), "",
         *[f"- skipped ({k['method']}) {k['point_id']}: {k['reason']}" for k in skipped],
-        ""])
+        "", *coverage_lines(coverage), ""])
 
 
 # --- training ------------------------------------------------------------------------------

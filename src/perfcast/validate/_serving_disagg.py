@@ -6,12 +6,12 @@ Dynamo): `prefill_workers` workers of `prefill_tp` x `prefill_dp` GPUs, `decode_
 `decode_tp` x `decode_dp`, experts over `*_ep` ranks, at most `*_batch` sequences per
 attention-DP rank; a benchmark client keeps `concurrency` requests in flight.
 
-Each attention-DP rank of a worker is a replica of its pool (behind the pool's router), as in
-the aggregated replay (`_serving_sim`). The closed loop couples both pools (a client's next
-request starts when the decode pool finishes its last), so it is solved as a fixed point of
-open-loop runs: client slot k sends requests k, k + C, k + 2C, ..., each arriving when the
-slot's previous one completed; arrivals from one run's completions feed the next run until
-the mean TTFT and TPOT stop moving. Engine settings follow the
+Each pool is the `PoolLayout` a user writes (`perfcast serve --disagg-prefill
+'1x(tp1,dp8,ep8,batch64)'`): every attention-DP rank of a worker is a replica of its pool
+(behind the pool's router), as in the aggregated replay (`_serving_sim`). The closed loop
+couples both pools (a client's next request starts when the decode pool finishes its last):
+`serve.simulate_disaggregated` solves it as a fixed point of open-loop runs (its module
+docstring). Engine settings follow the
 aggregated replay (stated there, not fitted): TensorRT-LLM pools run `vllm-v1`, SGLang pools
 `vllm-v0`; CPU scheduling overlapped with the GPU step.
 """
@@ -31,6 +31,7 @@ from perfcast.serve import (
     make_workload,
     simulate_disaggregated,
 )
+from perfcast.serve._disagg import PoolLayout
 from perfcast.validate._serving_sim import (
     ROUNDS,
     benchmark_lengths,
@@ -39,11 +40,6 @@ from perfcast.validate._serving_sim import (
 )
 
 __all__ = ["disagg_point", "load_disagg_points"]
-
-# Fixed-point sweeps (each one open-loop run of both pools) stop when mean TTFT and TPOT
-# move less than TOLERANCE between sweeps: single arrival times keep jittering (batch
-# boundaries shift), the means settle within 2-4 sweeps.
-MAX_ITERATIONS, TOLERANCE = 8, 0.005
 
 
 def load_disagg_points() -> pd.DataFrame:
@@ -54,13 +50,17 @@ def load_disagg_points() -> pd.DataFrame:
         return pd.read_csv(f, keep_default_na=False, na_values=[""])
 
 
+def pool_layout(point: pd.Series, pool: str) -> PoolLayout:
+    """The point's `pool` ('prefill' or 'decode') as a user writes it."""
+    return PoolLayout(workers=int(point[f"{pool}_workers"]), tp=int(point[f"{pool}_tp"]),
+                      ep=int(point[f"{pool}_ep"]), attention_dp=int(point[f"{pool}_dp"]),
+                      max_batch=int(point[f"{pool}_batch"]))
+
+
 def _pool(point: pd.Series, pool: str, stack: str | None = None) -> ServeConfig:
     """One pool's config: the aggregated replay's engine settings (kernels per `stack`) on
     the pool's layout."""
-    dp = int(point[f"{pool}_dp"])
-    return ServeConfig(**engine_settings(point, stack), tp=int(point[f"{pool}_tp"]), pp=1,
-                       max_batch=int(point[f"{pool}_batch"]), ep=int(point[f"{pool}_ep"]),
-                       attention_dp=dp, replicas=int(point[f"{pool}_workers"]) * dp)
+    return pool_layout(point, pool).config(ServeConfig(**engine_settings(point, stack)))
 
 
 @cache
@@ -83,18 +83,7 @@ def disagg_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
     prefill, decode = _pool(point, "prefill", stack), _pool(point, "decode", stack)
     models = {"prefill_step_model": cached_step_model(prefill, time_model),
               "decode_step_model": cached_step_model(decode, time_model)}
-    arrival, last = np.zeros(n), None
-    for _ in range(MAX_ITERATIONS):
-        order = np.argsort(arrival, kind="stable")
-        res = simulate_disaggregated(prefill, decode,
-                                     Workload(arrival[order], prompt[order], output[order]),
-                                     **models)
-        done = np.empty(n)
-        done[order] = res.requests["completion_s"].to_numpy()
-        arrival = np.concatenate([np.zeros(conc), done[:-conc]])
-        means = np.array([res.requests["ttft_s"].mean(), res.requests["tpot_s"].mean()])
-        if last is not None and np.all(np.abs(means / last - 1.0) <= TOLERANCE):
-            break
-        last = means
+    res = simulate_disaggregated(prefill, decode, Workload(np.zeros(n), prompt, output, conc),
+                                 **models)
     r = res.requests
     return float(r["ttft_s"].mean()), float(r["tpot_s"].dropna().mean())

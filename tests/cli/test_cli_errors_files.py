@@ -98,7 +98,7 @@ def test_absurd_sizes_are_refused_with_the_bound_not_forecast(tmp_path, key, val
 @pytest.mark.parametrize(("change", "field"), [
     ({"text_config": "llama", "hidden_size": None}, "model_config.text_config"),
     ({"kv_lora_rank": 512}, "model_config.qk_nope_head_dim"),
-    ({"vocab_size": None}, "model_config"),
+    ({"vocab_size": None}, "model_config.vocab_size"),
 ])
 def test_malformed_config_sections_name_the_key_not_a_python_error(tmp_path, change, field):
     config = {k: v for k, v in (load_model_config("llama-2-7b") | change).items()

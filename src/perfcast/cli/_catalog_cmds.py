@@ -128,7 +128,7 @@ def models(search: Annotated[str | None, typer.Option(
                      "layers": spec.num_layers, "hidden": spec.hidden_size,
                      "heads": spec.num_heads, "kv_heads": spec.num_kv_heads,
                      "moe": bool(spec.moe), "mla": bool(spec.mla),
-                     "attention": "+".join(kinds), "inferred": list(spec.inferred)})
+                     "attention": "+".join(kinds), "inferred": "; ".join(spec.inferred)})
     if not rows:
         raise InputError("search", f"no catalog model matches {search!r}",
                          "a part of a name such as llama, qwen3, gpt-oss or deepseek")
@@ -137,11 +137,10 @@ def models(search: Annotated[str | None, typer.Option(
 
 def _print_models(rows: list[dict]) -> None:
     table = Table(title="Models")
-    columns = [c for c in rows[0] if c != "inferred"]
-    for col in columns:
+    for col in rows[0]:
         table.add_column(col)
     for row in rows:
-        table.add_row(*(str(row[c]) for c in columns))
+        table.add_row(*(str(v) for v in row.values()))
     new_console().print(table)
 
 

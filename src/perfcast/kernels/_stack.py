@@ -32,7 +32,7 @@ __all__ = ["KERNEL_FAMILIES", "StackTimeModel", "family_provenance", "source_tim
 # Families a forecast prices with a kernel model (collectives go to the comm layer).
 KERNEL_FAMILIES = ("gemm", "attn_prefill", "attn_decode", "moe", "norm", "activation",
                    "elementwise", "rope", "softmax", "embedding", "kv_write", "sampling",
-                   "conv")
+                   "conv", "linear_attn")
 DEFAULT_SOURCE = "default"
 
 

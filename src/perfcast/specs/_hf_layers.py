@@ -147,6 +147,8 @@ UNMODELLED = {
     "cross_attention_layers": "interleaved cross-attention layers (Llama 3.2 Vision)",
     "compress_ratios": "compressed sparse attention (DeepSeek-V4)",
     "hc_mult": "hyper-connections (DeepSeek-V4)",
+    "routed_expert_hidden_size": "latent MoE: experts on a narrower projection (Kimi-K3)",
+    "attn_res_block_size": "attention residuals over layer blocks (Kimi-K3)",
 }
 
 

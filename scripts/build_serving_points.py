@@ -50,9 +50,15 @@ MOE_CHECKPOINTS = {"deepseek-ai/DeepSeek-V3": "deepseek-v3",
                    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
                    "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
                    "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3.1",
-                   "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"}
+                   "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+                   # issue 20: architectures read from their configs' features
+                   "openai/gpt-oss-120b": "gpt-oss-120b",
+                   "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+                   "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
+                   "moonshotai/Kimi-K2.5": "kimi-k2.5",
+                   "zhipuai/GLM-5": "glm-5.1"}
 NODE_GPUS = 8  # every silicon_sample_dev row ran on one 8-GPU H100/B200 node
-PRECISIONS = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4"}
+PRECISIONS = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4", "int4": "int4"}  # int4: int4_wo
 
 
 def _catalog_model(hf_id: str) -> str | None:

@@ -56,4 +56,6 @@ def test_every_moe_point_is_simulated():
     # refused only where the FP8 weights do not fit (DeepSeek FP8 on 4 B200s at 0.9 use)
     assert all("does not fit" in msg for _, msg in rows.attrs["skipped"])
     models = {g.split("/")[0] for g in rows["group"]} - {"all"}
-    assert models == {"deepseek-r1", "deepseek-v3", "deepseek-v3.1", "qwen3-235b-a22b"}
+    assert models == {"deepseek-r1", "deepseek-v3", "deepseek-v3.1", "qwen3-235b-a22b",
+                      "gpt-oss-120b", "minimax-m2.5", "qwen3.5-397b-a17b", "kimi-k2.5",
+                      "glm-5.1"}

@@ -33,17 +33,19 @@ def _measured(p):
 
 
 def test_shipped_points_are_catalogued_aggregated(points):
-    assert len(points) == 1348 and points["point_id"].is_unique
+    assert len(points) == 2168 and points["point_id"].is_unique
     dense, moe = points[points["arch"] == "dense"], points[points["arch"] == "moe"]
-    assert len(dense) == 844 and len(moe) == 504
+    assert len(dense) == 844 and len(moe) == 1324
     assert set(dense["model"]) == {"llama-3.1-8b", "llama-3.1-70b", "qwen3-32b"}
     assert set(moe["model"]) == {"deepseek-r1", "deepseek-v3", "deepseek-v3.1",
-                                 "qwen3-235b-a22b"}
+                                 "qwen3-235b-a22b", "gpt-oss-120b", "minimax-m2.5",
+                                 "qwen3.5-397b-a17b", "kimi-k2.5", "glm-5.1"}
     assert all(get_model(m).moe is not None for m in set(moe["model"]))
     assert set(dense["model"]) <= set(model_names())
     assert set(points["device"]) == {"h100-sxm", "b200-sxm"} <= set(device_names())
     assert set(points["backend"]) == {"trtllm", "vllm", "sglang"}
-    assert {DType(p) for p in points["precision"]} == {DType.BF16, DType.FP8, DType.FP4}
+    assert {DType(p) for p in points["precision"]} == {DType.BF16, DType.FP8, DType.FP4,
+                                                       DType.INT4}
     assert set(points["precision_source"]) == {"csv", "assumed-bf16"}
     assert (points[["isl", "osl", "concurrency", "tp", "pp", "dp", "ep", "moe_tp"]] >= 1
             ).all().all()
@@ -126,6 +128,11 @@ def test_point_precision():
     assert point_precision(pd.Series({"precision": "bf16"})).kv_cache == DType.BF16
     fp4 = point_precision(pd.Series({"precision": "fp4"}))
     assert (fp4.weights, fp4.activations, fp4.kv_cache) == (DType.FP4, DType.FP4, DType.FP8)
+    # Hopper has no fp4 tensor cores: its fp4 checkpoints (gpt-oss's MXFP4) run W4A16
+    hopper = point_precision(pd.Series({"precision": "fp4", "device": "h100-sxm"}))
+    assert (hopper.weights, hopper.activations) == (DType.FP4, DType.BF16)
+    int4 = point_precision(pd.Series({"precision": "int4"}))  # int4_wo: weight-only
+    assert (int4.weights, int4.activations) == (DType.INT4, DType.BF16)
 
 
 def test_analytic_roofline_is_a_lower_bound_on_ttft(points):

@@ -31,8 +31,9 @@ BACKENDS = ("trtllm", "vllm", "sglang")
 
 @cache
 def _sample() -> pd.DataFrame:
-    return sample_serving_points(load_serving_points(), THRESHOLDS["points_per_group"],
-                                 THRESHOLDS["seed"])
+    points = load_serving_points()
+    points = points[points["model"].isin(THRESHOLDS["models"])]  # the thresholds' population
+    return sample_serving_points(points, THRESHOLDS["points_per_group"], THRESHOLDS["seed"])
 
 
 @cache

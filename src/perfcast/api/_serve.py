@@ -54,7 +54,15 @@ from perfcast.serve import (
 )
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW, DEFAULT_MAX_MODEL_LEN, SERVE_KERNEL_MODELS
 from perfcast.serve._disagg import PoolLayout
-from perfcast.specs import ModelSpec, Precision, get_model, get_stack, parse_dtype
+from perfcast.specs import (
+    ModelSpec,
+    Precision,
+    get_cluster,
+    get_device,
+    get_model,
+    get_stack,
+    parse_dtype,
+)
 
 __all__ = ["Colocation", "Disaggregation", "PoolLayout", "QUANT_SCHEMES", "ResolvedServe",
            "ServeDeployment", "ServeEngine", "ServeModel", "ServeOutputs", "ServeQuantisation",
@@ -528,6 +536,12 @@ def resolve_serve(request: ServeRequest) -> ResolvedServe:
     model = get_model(request.model.name)
     limit = ContextLimit.of(model, e.max_model_len)
     precision, quant = _precision(request)
+    if quant:  # a checkpoint's scheme on a GPU without its tensor cores: as engines run it
+        device = get_cluster(hw.cluster).device if hw.cluster else get_device(gpu)
+        precision, note = precision.weight_only_on(device.dtypes)
+        if note:
+            quant = quant | {"priced_as": f"weights {precision.weights.value}, activations "
+                             f"{precision.activations.value}", "weight_only": note}
     q = request.quantisation
     if q.moe_quant and not q.gemm_quant and model.moe is None:
         raise InputError("moe_quant", f"{model.name} has no experts, so --moe-quant would "

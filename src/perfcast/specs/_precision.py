@@ -55,6 +55,18 @@ class Precision(BaseModel):
         return cls(weights=dtype, activations=dtype, kv_cache=dtype,
                    activation_quant=activation_quant)
 
+    def weight_only_on(self, peak_dtypes: list[str]) -> tuple[Precision, str | None]:
+        """This precision as a GPU without tensor cores for its narrow activations runs a
+        checkpoint of it: weight-only (W8A16 / W4A16, 16-bit activations), as vLLM's Marlin
+        and triton MXFP4 paths and TensorRT-LLM's weight-only GEMMs do; with a note saying so.
+        Unchanged (note None) where the GPU has the peak or activations are 16/32-bit."""
+        act = self.activations
+        if act in _HIGH or act.value in peak_dtypes:
+            return self, None
+        note = (f"{act.value} weights run weight-only (W{act.value[-1]}A16, bf16 activations): "
+                f"this GPU has no {act.value} tensor cores")
+        return self.model_copy(update={"activations": DType.BF16}), note
+
     @property
     def fused_activation_quant(self) -> bool:
         """True when quantised-activation GEMMs take inputs quantised by their producer."""

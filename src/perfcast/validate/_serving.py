@@ -128,8 +128,13 @@ def point_precision(point: pd.Series) -> Precision:
     activations quantised inside the producing kernel (`activation_quant='fused'`), as the
     serving engines' graphs do. Assumptions stated here, not fitted."""
     dtype = DType(point["precision"])
+    if dtype in (DType.INT4, DType.INT8):  # AIConfigurator's int4_wo: weight-only, bf16 math
+        return Precision(weights=dtype, activations=DType.BF16, kv_cache=DType.BF16)
     kv = DType.FP8 if dtype in (DType.FP8, DType.FP4) else DType.BF16
-    return Precision(weights=dtype, activations=dtype, kv_cache=kv, activation_quant="fused")
+    precision = Precision(weights=dtype, activations=dtype, kv_cache=kv, activation_quant="fused")
+    if "device" in point:  # fp4 checkpoints on Hopper run W4A16 (Precision.weight_only_on)
+        precision, _ = precision.weight_only_on(get_device(point["device"]).dtypes)
+    return precision
 
 
 def point_layout(point: pd.Series) -> dict[str, int]:

@@ -229,3 +229,18 @@ def test_inferred_model_features_are_noted_in_the_payload():
         "num_requests": 4, "concurrency": 2, "prompt_tokens": "256", "output_tokens": "8"}))
     notes = result.payload()["inputs"]["notes"]
     assert any(n.startswith("model: gated MLP") for n in notes)
+
+
+def test_fp4_checkpoint_on_hopper_runs_weight_only_and_says_so():
+    request = ServeRequest.from_options({"model": "gpt-oss-120b", "gpu": "h100-sxm",
+                                         "moe_quant": "mxfp4", "gemm_quant": "mxfp4",
+                                         "num_requests": 4, "concurrency": 2})
+    resolved = resolve(request)
+    precision = resolved.config.precision
+    assert (precision.weights.value, precision.activations.value) == ("fp4", "bf16")
+    assert "no fp4 tensor cores" in resolved.quant["weight_only"]
+    blackwell = resolve(ServeRequest.from_options({
+        "model": "gpt-oss-120b", "gpu": "b200-sxm", "moe_quant": "mxfp4", "gemm_quant": "mxfp4",
+        "num_requests": 4, "concurrency": 2}))
+    assert blackwell.config.precision.activations.value == "fp4"
+    assert "weight_only" not in blackwell.quant

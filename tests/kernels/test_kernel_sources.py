@@ -17,7 +17,7 @@ from perfcast.kernels import (
 )
 
 FRAMEWORKS = ("vllm", "sglang")
-MAX_FILE_BYTES = 6_000_000
+MAX_FILE_BYTES = 7_000_000  # 6.3 MB since issue 20 added the linear_attn family
 
 
 def test_default_source_is_todays_calibration():

@@ -2,6 +2,7 @@
 
 from importlib import resources
 
+import pandas as pd
 import pytest
 
 from perfcast.errors import InputError
@@ -26,8 +27,13 @@ def test_framework_store_schema_and_content(source):
 
 @pytest.mark.parametrize("source", FRAMEWORKS)
 def test_provenance_devices_match_the_store(source):
-    """calibration_devices reads the fit-time record; it must agree with the store."""
-    recorded = calibration_devices(source)
+    """calibration_devices reads the fit-time record; it must agree with the store, and
+    linear_attn's (fitted on the Gated DeltaNet slice, validate/data/aic_gdn_slice.csv,
+    by scripts/fit_linear_attn.py) with that slice."""
+    recorded = dict(calibration_devices(source))
+    gdn = pd.read_csv(resources.files("perfcast.validate") / "data" / "aic_gdn_slice.csv")
+    assert recorded.pop("linear_attn") == tuple(sorted(set(gdn.loc[gdn["stack"] == source,
+                                                                   "device"])))
     assert recorded == {f: tuple(d) for f, d in devices_by_family(
         load_store(source=source)).items()}
 

@@ -49,6 +49,12 @@ _RMS_TYPES = {"gpt_oss", "gemma", "gemma2", "gemma3", "gemma3_text", "nemotron_h
 _LEARNED_POS_TYPES = {"gpt2", "opt", "gptj", "gpt_neo", "gpt_bigcode"}
 _ALIBI_TYPES = {"bloom"}
 _FOUR_H_TYPES = {"gpt2", "gpt_neo", "gptj", "falcon", "bloom", "gpt_bigcode", "codegen"}
+# hidden_act where the class default is not silu (configuration_*.py; Falcon's MLP hard-codes
+# GELU in modeling_falcon.py)
+_ACT_DEFAULTS = {"gemma": "gelu_pytorch_tanh", "gemma2": "gelu_pytorch_tanh",
+                 "gemma3": "gelu_pytorch_tanh", "gemma3_text": "gelu_pytorch_tanh",
+                 "falcon": "gelu", "gpt2": "gelu_new", "opt": "relu", "bert": "gelu",
+                 "nemotron": "relu2", "nemotron_h": "relu2", "starcoder2": "gelu_pytorch_tanh"}
 # tie_word_embeddings' class default is True (PretrainedConfig's) for these
 _TIED_TYPES = {"gpt2", "opt", "gemma", "gemma2", "gemma3", "gemma3_text", "falcon"} | _ENCODER_TYPES
 # model_types whose modelling code the readers below follow; anything else is read only
@@ -390,11 +396,16 @@ class _Reader:
             "inferred": tuple(self.inferred),
         }
 
-    def _default_act(self) -> str | None:
-        if self.known:
-            return "gelu"
+    def _default_act(self) -> str:
+        """A missing activation: the class default of a known type (the gated LLM configs'
+        silu, Gemma's tanh GELU, Falcon's hard-coded GELU), else an error naming the key."""
+        if self.type in _ACT_DEFAULTS:
+            return _ACT_DEFAULTS[self.type]
+        if self.type in _GATED_TYPES:
+            return "silu"
+        known = "is not one perfcast knows" if not self.known else "has no default perfcast ships"
         raise InputError("model_config.hidden_act", f"missing, and model_type {self.type!r} "
-                         "is not one perfcast knows, so the MLP's activation is unknown",
+                         f"{known}, so the MLP's activation is unknown",
                          "silu, gelu, gelu_pytorch_tanh, relu2, ...")
 
     def _intermediate(self, hidden: int, moe: dict | None) -> int:

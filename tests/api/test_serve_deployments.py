@@ -170,15 +170,19 @@ def test_the_cli_flag_is_the_request_option():
 
 
 # -- experts, quantisation, heads --------------------------------------------------------------
-def test_moe_tp_is_the_split_modelled_or_refused_naming_it():
+def test_moe_tp_sets_the_expert_split_or_is_refused_naming_it():
     ok = ServeRequest.from_options(SMALL, model="mixtral-8x7b", gpu="h100-sxm", tp=4, ep=2,
                                    moe_tp=2)
     assert resolve(ok).config.plan.moe_tp == 2
     err = _refused(model="mixtral-8x7b", gpu="h100-sxm", tp=4, ep=2, moe_tp=1)
     assert err.field == "moe_tp" and "must equal" in err.problem
-    err = _refused(model="mixtral-8x7b", gpu="h100-sxm", attention_dp=4, replicas=4,
-                   moe_tp=4)
-    assert err.field == "moe_tp" and "not modelled" in err.problem
+    # vLLM's DP without EP: experts TP-split over all tp x dp ranks, tokens gathered
+    dp = resolve(ServeRequest.from_options(SMALL, model="mixtral-8x7b", gpu="h100-sxm",
+                                           attention_dp=4, replicas=4, moe_tp=4))
+    plan = dp.config.plan
+    assert (plan.ep, plan.moe_tp, plan.expert_tp, plan.moe_token_ranks) == (1, 4, 4, 4)
+    err = _refused(model="mixtral-8x7b", gpu="h100-sxm", attention_dp=4, replicas=4)
+    assert err.field == "attention_dp" and "needs ep > 1 or moe_tp" in err.problem
 
 
 def test_quantisation_schemes_set_the_precision_and_say_how_they_were_priced():

@@ -8,7 +8,7 @@ import pytest
 from perfcast.compose import ServingStepModel, host_overhead_s, step_time
 from perfcast.kernels import RooflineModel
 from perfcast.ops import Batch, kv_bytes_per_token, state_bytes_per_sequence, step_ops
-from perfcast.specs import ModelSpec, ParallelPlan, Precision, cluster_for, get_device
+from perfcast.specs import ModelSpec, ParallelPlan, Precision, cluster_for, get_device, get_model
 
 BASE = {"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 8,
         "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 2048,
@@ -103,3 +103,21 @@ def test_paths_that_repeat_one_layer_refuse_hybrids():
                  global_batch=8,
                  micro_batch=1, seq_len=512)
     assert err.value.field == "model"
+
+
+def test_experts_tp_split_across_dp_ranks_gather_their_tokens():
+    """vLLM's DP without EP: tokens of the dp ranks are all-gathered, every rank runs a
+    1/(tp x dp) slice of every expert on all of them, a reduce-scatter returns each rank's."""
+    m = get_model("mixtral-8x7b")
+    plan = ParallelPlan(tp=1, dp=4, expert_tp=4)
+    ops = step_ops(m, Batch(prefill_tokens=(64,)), plan=plan)
+    moe = ops[ops["layer"] == "moe_layer"]
+    gather = moe[moe["op"] == "moe_gather"].iloc[0]
+    assert (gather["family"], gather["n"]) == ("allgather", 4)
+    assert set(moe["op"]) >= {"moe_reduce_scatter"} and "mlp_allreduce" not in set(moe["op"])
+    up = moe[moe["op"] == "expert_up_proj"].iloc[0]
+    assert up["n"] == 2 * m.moe.expert_intermediate_size / 4  # gated: gate + up, a quarter
+    total_rows = up["m"] * up["b"]
+    assert total_rows == pytest.approx(4 * 64 * m.moe.experts_per_token)  # gathered tokens
+    with pytest.raises(ValueError):
+        ParallelPlan(tp=2, dp=4, expert_tp=2)  # 2 x 1 shards cannot fill 8 ranks

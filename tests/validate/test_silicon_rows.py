@@ -15,7 +15,12 @@ import typer.main
 from perfcast.api import ServeRequest
 from perfcast.cli import app
 from perfcast.cli._common import cli_options
-from perfcast.validate._silicon import COLUMNS, silicon_coverage, silicon_deployments
+from perfcast.validate._silicon import (
+    COLUMNS,
+    coverage_summary,
+    silicon_coverage,
+    silicon_deployments,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CSV = REPO.parent / "shared" / "data" / "aiconfigurator" / "systems" / "silicon_sample_dev.csv"
@@ -95,12 +100,9 @@ def test_expert_splits_and_wide_layouts_are_all_written():
 
 
 def test_coverage_says_which_rows_resolve_and_why_the_others_do_not():
-    """The only layouts refused are expert TP across attention-DP ranks without EP (vLLM's
-    DP without expert parallelism: ParallelPlan derives moe_tp = tp there); the rest wait
-    on the model catalog."""
+    """Every deployment of the sample resolves, vLLM's DP without expert parallelism (experts
+    TP-split over tp x dp ranks, ParallelPlan.expert_tp) included; the summary says so."""
     coverage = silicon_coverage(list(_deployments()))
-    assert len(coverage) == len(_rows()) and coverage["modelled"].any()
-    refused = coverage[~coverage["modelled"]]
-    assert set(refused["field"]) <= {"model", "moe_tp", "attention_dp"}
-    layout = refused[refused["field"] != "model"]
-    assert layout["reason"].str.contains("without EP|needs ep > 1").all()
+    assert len(coverage) == len(_rows()) and coverage["modelled"].all()
+    summary = coverage_summary(coverage)
+    assert summary["modelled"] == summary["rows"] and summary["refused"] == []

@@ -268,15 +268,22 @@ def _moe(c: _Ctx, layer: str, tokens: int, count: int) -> None:
     # Expected experts hit by at least one routed token (uniform routing over experts).
     hit = 1.0 - (1.0 - topk / moe.num_experts) ** group_tokens
     active = max(local_experts * hit, 1.0)
-    a2a = plan.moe_token_ranks > 1  # tokens live on different ranks: all-to-all
+    spread = plan.moe_token_ranks > 1  # tokens live on different ranks
+    a2a, gather = spread and plan.ep > 1, spread and plan.ep == 1
     if a2a:  # each rank sends its tokens' top-k copies; (ep-1)/ep of it leaves the GPU
         c.collective(layer, "moe_dispatch", "alltoall", tokens * topk * h * c.act_b, plan.ep,
                      count)
+    if gather:  # vLLM's DP without EP: all-gather the DP ranks' tokens, every rank a TP
+        c.collective(layer, "moe_gather", "allgather", group_tokens * h * c.act_b,  # slice
+                     plan.moe_token_ranks, count)
     _ffn(c, layer, "expert", rows, moe.expert_intermediate_size / plan.moe_tp, count,
          groups=active)
     if a2a:
         c.collective(layer, "moe_combine", "alltoall", tokens * topk * h * c.vec_b, plan.ep,
                      count)
+    if gather:  # partial sums of every expert slice, each DP rank keeping its own tokens
+        c.collective(layer, "moe_reduce_scatter", "reducescatter", group_tokens * h * c.vec_b,
+                     plan.moe_tp, count)
     if moe.num_shared_experts:
         _ffn(c, layer, "shared", tokens, m.shared_expert_width() / plan.tp, count)
 

@@ -194,13 +194,15 @@ class ServeConfig(BaseModel):
 
     def _check_experts(self, model: ModelSpec) -> None:
         """EP and attention-DP degrees that split this model and fill whole EP groups; an
-        explicit moe_tp is the split modelled (ParallelPlan.moe_tp) or refused."""
+        explicit moe_tp sets the experts' TP split (ParallelPlan.expert_tp), moe_tp x ep
+        filling the tp x attention_dp ranks."""
         dp, ep = self.attention_dp, self.ep
         if self.moe_tp is not None:
             self._check_moe_tp(model)
-        if dp > 1 and ep == 1:
-            raise InputError("attention_dp", f"{dp} needs ep > 1: without expert parallelism "
-                             "the ranks are independent replicas", "1, or set ep")
+        if dp > 1 and ep == 1 and self.plan.moe_tp != self.tp * dp:
+            raise InputError("attention_dp", f"{dp} needs ep > 1 or moe_tp = tp x attention_dp "
+                             f"({self.tp * dp}): else the ranks are independent replicas",
+                             "1, or set ep or moe_tp")
         if (self.tp * dp) % ep:
             raise InputError("ep", f"{ep} must divide tp x attention_dp ({self.tp * dp}): "
                              "each rank holds ep-th of the experts", [
@@ -211,17 +213,11 @@ class ServeConfig(BaseModel):
                              f"{dp}, {2 * dp}, ...")
 
     def _check_moe_tp(self, model: ModelSpec) -> None:
-        ranks, derived = self.tp * self.attention_dp, self.plan.moe_tp
+        ranks = self.tp * self.attention_dp
         if self.moe_tp * self.ep != ranks:
             raise InputError("moe_tp", f"moe_tp x ep = {self.moe_tp} x {self.ep} must equal tp "
                              f"x attention_dp = {ranks}: every GPU holds one expert shard",
                              f"{ranks // self.ep} with ep {self.ep}")
-        if self.moe_tp != derived:
-            raise InputError("moe_tp", f"{self.moe_tp}: experts split by tensor parallelism "
-                             f"across {self.attention_dp} attention-DP ranks without EP (vLLM's "
-                             "DP without --enable-expert-parallel) are not modelled; the plan "
-                             f"splits them over ep x moe_tp with moe_tp = tp ({derived}) "
-                             "without EP", f"{derived}, or ep = tp x attention_dp")
 
     def _check_spec(self, model: ModelSpec) -> None:
         rates = self.spec_rates
@@ -262,8 +258,14 @@ class ServeConfig(BaseModel):
 
     @property
     def plan(self) -> ParallelPlan:
-        return ParallelPlan(tp=self.tp, pp=self.pp, dp=self.attention_dp, ep=self.ep,
+        """The parallel plan; an explicit moe_tp other than the one tp, attention_dp and ep
+        imply splits the experts by TP across the attention-DP ranks (ParallelPlan.expert_tp)."""
+        plan = ParallelPlan(tp=self.tp, pp=self.pp, dp=self.attention_dp, ep=self.ep,
                             expert_skew=self.expert_skew)
+        if self.moe_tp is None or self.moe_tp == plan.moe_tp:
+            return plan
+        return ParallelPlan(tp=self.tp, pp=self.pp, dp=self.attention_dp, ep=self.ep,
+                            expert_skew=self.expert_skew, expert_tp=self.moe_tp)
 
     @property
     def context_limit(self) -> int:

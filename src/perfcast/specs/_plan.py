@@ -33,6 +33,10 @@ class ParallelPlan(BaseModel):
     micro_batches: int = Field(default=1, gt=0)
     schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
     virtual_stages: int = Field(default=1, gt=0, description="model chunks per stage (interleaved)")
+    expert_tp: int | None = Field(default=None, gt=0, description="tensor-parallel degree of "
+                                  "each expert where it is not the derived one: experts split "
+                                  "by TP across the attention-DP ranks without EP (vLLM's DP "
+                                  "without expert parallelism: tp x dp, ep 1)")
     expert_skew: float = Field(default=1.0, ge=1.0, le=64.0, description="routed tokens of the "
                                "most loaded EP rank / the mean rank's (1 = balanced routing); "
                                "MoE layers wait on that rank")
@@ -43,19 +47,28 @@ class ParallelPlan(BaseModel):
             raise ValueError("sp (sequence parallelism) needs tp > 1")
         if self.virtual_stages > 1 and self.schedule != PipelineSchedule.INTERLEAVED:
             raise ValueError("virtual_stages > 1 needs schedule 'interleaved-1f1b'")
+        if self.expert_tp is not None and self.expert_tp * self.ep != self.tp * self.dp:
+            raise ValueError(f"expert_tp x ep ({self.expert_tp} x {self.ep}) must equal tp x "
+                             f"dp ({self.tp * self.dp}): every rank holds one expert shard")
         return self
 
     @property
     def moe_tp(self) -> int:
         """Tensor-parallel degree of each expert: experts are split over the tp x dp ranks as
         ep x moe_tp (AIConfigurator's moe_tp x moe_ep = tp x attention_dp); tp without EP."""
+        if self.expert_tp is not None:
+            return self.expert_tp
         return max(self.tp * self.dp // self.ep, 1) if self.ep > 1 else self.tp
 
     @property
     def moe_token_ranks(self) -> int:
-        """Ranks with distinct tokens in one EP group: ep / tp (TP ranks share their tokens;
-        the rest are data-parallel attention ranks, DeepSeek-style); 1 without EP."""
-        return max(self.ep // self.tp, 1) if self.ep > 1 else 1
+        """Ranks with distinct tokens meeting in an MoE layer: ep / tp (TP ranks share their
+        tokens; the rest are data-parallel attention ranks, DeepSeek-style), moe_tp / tp when
+        experts are TP-split across the DP ranks without EP (their tokens are gathered); 1
+        otherwise."""
+        if self.ep > 1:
+            return max(self.ep // self.tp, 1)
+        return max(self.moe_tp // self.tp, 1)
 
     @property
     def num_gpus(self) -> int:

@@ -169,8 +169,12 @@ def _precision(row: pd.Series) -> dict[str, str]:
 def _experts(moe_tp: int | None, moe_ep: int | None, tp: int, dp: int
              ) -> tuple[int, int | None]:
     """(ep, moe_tp or None where it is the implied tp x dp / ep, tp without EP). Rows write
-    0 x 0 (vLLM) or 1 x 1 (dense models) where no expert split was set."""
+    0 x 0 (vLLM) or 1 x 1 (dense models) where no expert split was set; with attention DP
+    that is vLLM's default without --enable-expert-parallel: every expert TP-split over
+    all tp x dp ranks (its data-parallel MoE path)."""
     moe_tp, ep = moe_tp or 0, max(moe_ep or 0, 1)
+    if moe_tp == 0 and ep == 1 and dp > 1:
+        return 1, tp * dp
     implied = tp * dp // ep if ep > 1 else tp
     return ep, None if moe_tp in (0, implied) or (moe_tp == 1 and ep == 1) else moe_tp
 

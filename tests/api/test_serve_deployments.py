@@ -248,3 +248,16 @@ def test_fp4_checkpoint_on_hopper_runs_weight_only_and_says_so():
         "num_requests": 4, "concurrency": 2}))
     assert blackwell.config.precision.activations.value == "fp4"
     assert "weight_only" not in blackwell.quant
+
+
+def test_attention_free_and_hybrid_models_serve_with_their_states_bounding_concurrency():
+    mamba = run(ServeRequest.from_options({
+        "model": "falcon-mamba-7b", "gpu": "h200-sxm", "tp": 8, "concurrency": 4,
+        "num_requests": 8, "prompt_tokens": "512", "output_tokens": "16", "max_batch": 64}))
+    out = mamba.payload()
+    assert out["kv_capacity_tokens"] is None and out["max_concurrent_seqs"] == 64
+    assert out["tpot_s"]["mean"] > 0
+    hybrid = run(ServeRequest.from_options({
+        "model": "qwen3-next-80b-a3b", "gpu": "h200-sxm", "tp": 4, "concurrency": 4,
+        "num_requests": 8, "prompt_tokens": "512", "output_tokens": "16", "max_batch": 64}))
+    assert hybrid.payload()["max_concurrent_seqs"] <= 64

@@ -282,7 +282,9 @@ def _check_fixed_total(lengths: str, prompt, output, limit: ContextLimit) -> Non
     if lengths == "fixed" and isinstance(prompt, int) and isinstance(output, int) \
             and prompt + output > limit.tokens:
         total, source = prompt + output, ("--max-model-len" if limit.given else
-                                           "the model's context (max_position_embeddings)")
+                                           "the model's context (max_position_embeddings)"
+                                           if not limit.notes else
+                                           "vLLM's fallback: the config names no context")
         raise InputError("max_model_len" if limit.given else "prompt_tokens",
                          f"prompt + output tokens = {total} exceeds max_model_len "
                          f"{limit.tokens} ({source})",
@@ -598,14 +600,19 @@ class ServeResult:
         return {"perfcast_version": __version__, "inputs": self.inputs, **self.metrics}
 
 
-def _kv_capacity(result, block_size: int) -> dict:
+def _kv_capacity(result, config: ServeConfig) -> dict:
     """KV capacity in tokens per replica, and how many sequences of this workload's mean
-    length (prompt + output) fit in it at once (vLLM logs the same "maximum concurrency")."""
+    length (prompt + output) fit in it at once (vLLM logs the same "maximum concurrency");
+    a model with recurrent layers holds at most max_batch states (their reserved slots)."""
     r = result.requests
     mean_tokens = float((r["prompt_tokens"] + r["output_tokens"]).mean())
-    blocks_per_seq = max(1, math.ceil(mean_tokens / block_size))
-    return {"kv_capacity_tokens": result.kv_blocks * block_size,
-            "max_concurrent_seqs": result.kv_blocks // blocks_per_seq}
+    blocks_per_seq = max(1, math.ceil(mean_tokens / config.block_size))
+    seqs = result.kv_blocks // blocks_per_seq
+    if config.model_spec.linear_mixer is not None:
+        seqs = min(seqs, config.max_batch)
+    attention = config.model_spec.num_attention_layers > 0  # else tokens hold no KV
+    return {"kv_capacity_tokens": result.kv_blocks * config.block_size if attention else None,
+            "max_concurrent_seqs": seqs}
 
 
 def _write_table(table: pd.DataFrame, out: Path | None) -> None:
@@ -619,7 +626,7 @@ def _single(r: ResolvedServe) -> ServeResult:
     trace_out = request.outputs.trace_out
     result = simulate(config, r.workloads[0], seed=request.workload.seed,
                       timeline=trace_out is not None)
-    metrics = result.summary(*r.slos) | _kv_capacity(result, config.block_size)
+    metrics = result.summary(*r.slos) | _kv_capacity(result, config)
     _write_table(result.requests, request.outputs.out)
     if trace_out is not None:
         with writing(trace_out, "trace_out"):

@@ -153,12 +153,15 @@ class ServingStepModel(StepGrids):
                                        ("decode_context", mean_keys, lim[3])):
                 self._check(name, value, limit)
         busy = self.t_grid.total((tokens,)) + self.s_grid.total((seqs,))
-        if ds:
-            busy += self.decode_grid.total((ds, mean_keys))
+        if ds:  # (attention grids are None for attention-free models)
+            if self.decode_grid is not None:
+                busy += self.decode_grid.total((ds, mean_keys))
             if self.sd_grid is not None:
                 busy += self.sd_grid.total((ds,))
         if ps:
-            busy += self.prefill_grid.total((ps, q, c, pp / (ps * (q * c + q * (q + 1) / 2))))
+            if self.prefill_grid is not None:
+                busy += self.prefill_grid.total((ps, q, c,
+                                                 pp / (ps * (q * c + q * (q + 1) / 2))))
             if self.pt_grid is not None:
                 busy += self.pt_grid.total((pt,))
         host = self.host_s[0] + self.host_s[1] * seqs
@@ -174,7 +177,9 @@ class ServingStepModel(StepGrids):
         sequence count is an integer grid point, so only the keys axis is interpolated."""
         ds = float(seqs)
         const = self._decode_const.get(seqs)
-        if const is None:
+        if const is None and self.decode_grid is None:  # attention-free: the general path
+            const = (0.0, None, 0, False)
+        elif const is None:
             lim = self._limits
             self._check("tokens", ds, lim[0])
             self._check("sequences", ds, lim[1])

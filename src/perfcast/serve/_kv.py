@@ -56,7 +56,10 @@ def plan_memory(config: ServeConfig) -> MemoryPlan:
                          + (f"recurrent states {states * gb:.1f} GB + " if states else "")
                          + "runtime "
                          f"{fp.runtime_bytes * gb:.1f} GB leave no KV block",
-                         "a higher utilisation, more tp/pp, or a larger gpu")
+                         ("a smaller --max-model-len or --max-batch-tokens (the largest "
+                          "prefill's workspace), a chunked-prefill scheduler, "
+                          if act > usable - fp.weights_bytes else "")
+                         + "a higher utilisation, more tp/pp, or a larger gpu")
     return MemoryPlan(usable, fp.weights_bytes, act, fp.runtime_bytes, kv, per_block, blocks,
                       states)
 

@@ -176,7 +176,8 @@ def _mamba_fields(config: dict[str, Any], model_type: str) -> dict[str, Any]:
         mixer = {"kind": "mamba1", "key_heads": 1, "key_head_dim": config["state_size"],
                  "value_heads": inner, "value_head_dim": 1,
                  "conv_kernel": config.get("conv_kernel", 4)}
-        heads, head_dim, tied = 1, inner, config.get("tie_word_embeddings", True)
+        # no attention: "heads" are the d_inner channels TP splits (head_dim 1)
+        heads, head_dim, tied = inner, 1, config.get("tie_word_embeddings", True)
     else:
         hidden, layers = config["d_model"], config["n_layer"]
         if ssm.get("layer", "Mamba1") != "Mamba2" or config.get("attn_layer_idx") or config.get(
@@ -371,7 +372,8 @@ class _Reader:
             "vocab_size": self.need("vocab_size", "padded_vocab_size",
                                     what="the embedding and LM head"),
             "max_position_embeddings": self.opt("max_position_embeddings", "n_positions",
-                                                "seq_length", default=0) or None,
+                                                "seq_length", "model_max_length",
+                                                default=0) or None,
             "gated_mlp": self._gated(act),
             "activation": act,
             "norm": self._norm(),

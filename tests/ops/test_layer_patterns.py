@@ -121,3 +121,14 @@ def test_experts_tp_split_across_dp_ranks_gather_their_tokens():
     assert total_rows == pytest.approx(4 * 64 * m.moe.experts_per_token)  # gathered tokens
     with pytest.raises(ValueError):
         ParallelPlan(tp=2, dp=4, expert_tp=2)  # 2 x 1 shards cannot fill 8 ranks
+
+
+def test_context_parallelism_refuses_layer_patterns():
+    from perfcast.api import InferRequest, run
+    from perfcast.errors import InputError
+
+    options = {"gpu": "h100-sxm", "tp": 1, "cp": 2, "prompt_tokens": 4096, "output_tokens": 2}
+    with pytest.raises(InputError) as err:
+        run(InferRequest.from_options({**options, "model": "gpt-oss-20b"}))
+    assert err.value.field == "cp" and "sliding" in str(err.value)
+    assert run(InferRequest.from_options({**options, "model": "llama-3.1-8b"})).forecast.ttft_s

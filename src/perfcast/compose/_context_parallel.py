@@ -60,6 +60,10 @@ def check_cp(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> None:
     if model.kind != "decoder":
         raise InputError("cp", f"context parallelism is priced for decoder-only models; "
                          f"{model.name} is {model.kind}", "1")
+    if model.layer_mixers is not None or model.sparse_attention is not None:
+        raise InputError("cp", f"context parallelism is priced for models whose layers all "
+                         f"attend every key; {model.name} has layer kinds "
+                         f"{sorted({m for m, _, _ in model.layer_groups()})}", "1")
     if plan.pp > 1 or plan.dp > 1:
         raise InputError("cp", "context parallelism for one request runs with tp only "
                          f"(got pp={plan.pp}, dp={plan.dp})", "pp = dp = 1")

@@ -4,7 +4,8 @@ vLLM/SGLang/Dynamo P/D). Each pool is a serve simulation of its own (replicas, s
 paged KV, queueing); the link between them is a FIFO per prefill replica.
 
 - Prefill pool: the workload with one output token per request.
-- KV transfer: the prompt's KV (all layers, every TP shard; `kv_bytes_per_token` at TP 1),
+- KV transfer: the prompt's KV (all layers, every TP shard; `kv_bytes_per_token` at TP 1)
+  and, for recurrent layers, each sequence's state (`state_bytes_per_sequence`),
   sent over min(prefill TP, decode TP) GPU pairs in parallel: latency + bytes / (pairs x
   link bandwidth x efficiency), queued behind the replica's earlier transfers. The link is
   the decode cluster's network level, or its intra-node level when both pools fit one node.
@@ -34,7 +35,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from perfcast.errors import InputError
-from perfcast.ops import kv_bytes_per_token
+from perfcast.ops import kv_bytes_per_token, state_bytes_per_sequence
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._engine import simulate, step_model_for
 from perfcast.serve._metrics import ServeResult, _stats
@@ -266,9 +267,10 @@ def _open_loop(prefill: ServeConfig, decode: ServeConfig, workload: Workload, li
     ready = pre.requests["completion_s"].to_numpy()
     prompt = workload.prompt_tokens
     per_token = kv_bytes_per_token(prefill.model_spec, prefill.precision, ParallelPlan())
+    state = state_bytes_per_sequence(prefill.model_spec, prefill.precision, ParallelPlan())
     pairs = min(prefill.tp, decode.tp)
-    seconds = link.latency_s + prompt * per_token / (pairs * link.bandwidth_bps
-                                                     * link.bus_efficiency)
+    seconds = link.latency_s + (prompt * per_token + state) / (pairs * link.bandwidth_bps
+                                                               * link.bus_efficiency)
     start, end = _fifo(ready, seconds, pre.requests["replica"].to_numpy())
     output = workload.output_tokens
     more = np.flatnonzero(output > 1)

@@ -45,12 +45,7 @@ from perfcast.validate._serving import (
 )
 from perfcast.validate._serving_disagg import disagg_point, load_disagg_points
 from perfcast.validate._serving_sim import engine_point
-from perfcast.validate._silicon import (
-    coverage_summary,
-    load_silicon_rows,
-    silicon_coverage,
-    silicon_deployments,
-)
+from perfcast.validate._silicon import shipped_coverage
 from perfcast.validate._training import TRAINING_METHODS, TRAINING_TARGET_MAPE
 from perfcast.validate._training_calibration import validate_training
 
@@ -313,7 +308,7 @@ def serving_report(method: list[str] | None = None, points_per_group: int | None
               + ("" if arch == "all" else f", {arch} models only")
               + (", disaggregated" if mode == "disagg" else "")
               + ("" if stack is None else f", kernels priced by stack {stack!r}") + ")")
-    coverage = coverage_summary(silicon_coverage(silicon_deployments(load_silicon_rows())))
+    coverage = shipped_coverage()
     _write(out, {"serving.csv": rows,
                  "serving.md": lambda: _serving_md(rows, sample, skipped, coverage)})
     return ValidationReport(rows, {"targets": SERVING_TARGETS, "skipped": skipped, "by": by,

@@ -27,7 +27,7 @@ from perfcast.serve._disagg import PoolLayout
 from perfcast.validate._serving_sim import ROUNDS
 
 __all__ = ["COLUMNS", "SYSTEMS", "SiliconDeployment", "coverage_summary", "load_silicon_rows",
-           "row_options", "silicon_coverage", "silicon_deployments"]
+           "row_options", "shipped_coverage", "silicon_coverage", "silicon_deployments"]
 
 SILICON_FILE = "silicon_sample_dev.csv.gz"  # a byte copy, gzipped (validate/data/README.md)
 
@@ -93,6 +93,13 @@ def load_silicon_rows() -> pd.DataFrame:
     """AIConfigurator's silicon_sample_dev.csv as shipped (every measured deployment)."""
     with resources.as_file(resources.files("perfcast.validate") / "data" / SILICON_FILE) as f:
         return pd.read_csv(f)
+
+
+@cache
+def shipped_coverage() -> dict[str, Any]:
+    """coverage_summary of the shipped sample (resolving 2,969 requests takes seconds: once
+    per process)."""
+    return coverage_summary(silicon_coverage(silicon_deployments(load_silicon_rows())))
 
 
 def coverage_summary(coverage: pd.DataFrame) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def check_cp(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> None:
     if model.kind != "decoder":
         raise InputError("cp", f"context parallelism is priced for decoder-only models; "
                          f"{model.name} is {model.kind}", "1")
-    if model.layer_mixers is not None or model.sparse_attention is not None:
+    if model.mixed_attention:
         raise InputError("cp", f"context parallelism is priced for models whose layers all "
                          f"attend every key; {model.name} has layer kinds "
                          f"{sorted({m for m, _, _ in model.layer_groups()})}", "1")

@@ -8,7 +8,7 @@ import pandas as pd
 
 from perfcast.compose._serving_grid import LazyGrid, LinearRows, geometric
 from perfcast.compose._serving_stats import BatchStats
-from perfcast.ops import COMM_FAMILIES, Batch, layer_name, step_ops
+from perfcast.ops import COMM_FAMILIES, Batch, attended_keys, layer_name, step_ops
 
 __all__ = ["ATTN_COL", "CATEGORIES", "WHERE", "StepGrids"]
 
@@ -46,32 +46,20 @@ def _feat_decode(p: np.ndarray) -> np.ndarray:
     return np.column_stack([np.ones(len(p)), n, s, s * n])
 
 
-def _feat_prefill(p: np.ndarray) -> np.ndarray:
+def _feat_prefill(p: np.ndarray, window: float | None = None) -> np.ndarray:
+    """Prefill attention features; `window`: pairs counted with it, per sequence of the
+    equal split (a windowed layer of a model that mixes windows)."""
     s, q, c, r = p.T
-    k, pairs = q + c, r * (q * c + q * (q + 1) / 2)
+    k, pairs = q + c, r * attended_keys(q, c, window)
     return np.column_stack([np.ones(len(p)), q, k, pairs, s, s * q, s * k, s * pairs])
-
-
-def _window_pairs(q: np.ndarray, c: np.ndarray, w: float) -> np.ndarray:
-    """Keys attended by q new queries after c cached keys when each sees at most w:
-    S(c + q) - S(c), S(x) = sum_{j<=x} min(j, w) (the equal-split form of attended_keys)."""
-    def s(x):
-        return np.where(x <= w, x * (x + 1) / 2, w * (w + 1) / 2 + w * (x - w))
-    return s(c + q) - s(c)
 
 
 def _clipped(driver: str, window: float):
     """The feature map of a windowed layer's attention rows: decode keys clipped to the
-    window, prefill pairs counted with it (per sequence of the equal split)."""
+    window, prefill pairs counted with it."""
     if driver == "attn_decode":
         return lambda p: _feat_decode(np.column_stack([p[:, 0], np.minimum(p[:, 1], window)]))
-
-    def feat(p):
-        s, q, c, r = p.T
-        pairs = r * _window_pairs(q, c, window)
-        k = q + c
-        return np.column_stack([np.ones(len(p)), q, k, pairs, s, s * q, s * k, s * pairs])
-    return feat
+    return lambda p: _feat_prefill(p, window)
 
 
 _FEATURES = {"T": _feat_1d, "S": _feat_1d, "Pt": _feat_1d, "Sd": _feat_1d,
@@ -123,7 +111,7 @@ class StepGrids:
         attention core of windowed layers when the model mixes windows (else BatchStats
         already clipped them with the uniform window)."""
         m = self.model
-        if m.uniform_window is not None or self.window is not None:
+        if self.window is not None:
             return np.zeros(len(rows))
         by_layer = {layer_name(m, mix, ffn): m.window_of(mix) or 0
                     for mix, ffn, _ in m.layer_groups()}
@@ -137,10 +125,11 @@ class StepGrids:
             return None, 0
         pts = np.array(points, dtype=float)
         ncols = 1 if driver.startswith("attn_") else 1 + len(CATEGORIES) * len(WHERE)
-        windows = self._windows(tables[0]) if driver.startswith("attn_") else np.zeros(1)
+        windows = (self._windows(tables[0]) if driver.startswith("attn_")
+                   else np.zeros(len(tables[0])))
         parts = []  # (fit, feature map) per window of the part's rows
         for w in np.unique(windows):
-            keep = windows == w if len(windows) == len(tables[0]) else slice(None)
+            keep = windows == w
             feat = _clipped(driver, w) if w else _FEATURES[driver]
             feats = feat(pts)
             fit = LinearRows.fit([t[keep] for t in tables[:-1]], feats[:-1], tables[-1][keep],

@@ -73,10 +73,9 @@ def state_bytes_per_sequence(model: ModelSpec, precision: Precision,
     lin = model.linear_mixer
     if lin is None:
         return 0.0
-    layers = sum(m in ("linear", "mamba") for m in model.mixers())
     conv = lin.conv_kernel * (2 * lin.key_heads * lin.key_head_dim + lin.out_width)
     per_layer = (4.0 * lin.state_elements + conv * bytes_per_element(precision.activations))
-    return per_layer / plan.tp * layers / plan.pp
+    return per_layer / plan.tp * model.num_recurrent_layers / plan.pp
 
 
 def inference_memory(model: ModelSpec, precision: Precision, plan: ParallelPlan,

@@ -12,6 +12,7 @@ from perfcast.specs._hf_layers import (
     refuse_unmodelled,
     sparse_fields,
 )
+from perfcast.specs._model import MoESpec
 from perfcast.specs._vision import vision_fields
 
 __all__ = ["KNOWN_TYPES", "spec_fields"]
@@ -354,9 +355,7 @@ class _Reader:
             act = "swiglu"  # ChatGLM's MLP: dense_h_to_4h -> swiglu (modeling_chatglm.py)
         act = str(act if act is not None else self._default_act())
         moe = self._moe(layers)
-        intermediate = self._intermediate(hidden, moe)
-        if moe:
-            moe.pop("layers_all")
+        intermediate = self._intermediate(hidden, moe, layers)
         window = c.get("sliding_window") if c.get("use_sliding_window", True) else None
         mixers, ffns = layer_pattern(c, t, layers, window)
         kinds = set(mixers or ())
@@ -410,15 +409,18 @@ class _Reader:
                          f"{known}, so the MLP's activation is unknown",
                          "silu, gelu, gelu_pytorch_tanh, relu2, ...")
 
-    def _intermediate(self, hidden: int, moe: dict | None) -> int:
+    def _intermediate(self, hidden: int, moe: dict | None, layers: int) -> int:
         """Dense FFN width. GPT-2-style configs define a null n_inner as 4 x hidden
-        (modeling_gpt2.py); a null intermediate_size is an error, never a default."""
+        (modeling_gpt2.py); a null intermediate_size is an error, never a default, unless
+        every layer is MoE (the dense width is then never used)."""
         c = self.c
+        rule = MoESpec(**moe) if moe else None
+        all_moe = rule is not None and all(rule.covers(i) for i in range(layers))
         if "intermediate_size_mlp" in c:  # Llama 4: intermediate_size is the experts'
             return self.need("intermediate_size_mlp", what="the dense FFN")
         for key in ("ffn_hidden_size", "intermediate_size", "ffn_dim", "d_ff"):
             if key in c:
-                if c[key] is None and not (moe and moe["layers_all"]):
+                if c[key] is None and not all_moe:
                     raise InputError(f"model_config.{key}", "is null, but the dense FFN "
                                      "needs it", "a positive integer")
                 if c[key] is not None:
@@ -427,7 +429,7 @@ class _Reader:
             return c["n_inner"]
         if self.type in _FOUR_H_TYPES or "n_inner" in c:
             return 4 * hidden
-        if moe and moe["layers_all"]:  # every layer MoE: the dense width is never used
+        if all_moe:
             return moe["expert_intermediate_size"]
         raise InputError("model_config.intermediate_size", "missing: the dense FFN needs it",
                          "a positive integer")
@@ -445,7 +447,7 @@ class _Reader:
         shared_width = c.get("shared_expert_intermediate_size")
         if self.type.startswith("llama4"):
             shared, shared_width = 1, None  # one shared expert of the experts' width
-        fields = {
+        return {
             "num_experts": experts,
             "experts_per_token": self.need("num_experts_per_tok", "experts_per_token",
                                            "moe_top_k", "num_experts_per_token",
@@ -455,11 +457,6 @@ class _Reader:
             "shared_expert_intermediate_size": shared_width or None,
             **moe_layer_fields(c, self.type, layers),
         }
-        from perfcast.specs._model import MoESpec  # the rule lives on the spec
-
-        rule = MoESpec(**fields)
-        dense = [i for i in range(layers) if not _moe_layer(rule, i)]
-        return {**fields, "layers_all": not dense}
 
     def _gated(self, act: str) -> bool:
         if self.type in _GATED_TYPES:
@@ -498,9 +495,3 @@ class _Reader:
         raise InputError("model_config.rope_theta", f"missing, and model_type {self.type!r} "
                          "is not one perfcast knows, so the position encoding is unknown",
                          "rope_theta / rope_scaling (RoPE) or n_positions (learned)")
-
-
-def _moe_layer(rule: Any, layer: int) -> bool:
-    if rule.layers is not None:
-        return layer in rule.layers
-    return layer >= rule.first_dense_layers and layer % rule.layer_freq == 0

@@ -54,6 +54,13 @@ class MoESpec(BaseModel):
         default=None, gt=0, le=MAX_FFN, description="width of the shared experts' FFN "
         "(Qwen2-MoE); default num_shared_experts x expert_intermediate_size")
 
+    def covers(self, layer: int) -> bool:
+        """Whether decoder layer `layer` (0-based) is an MoE layer: the explicit `layers`,
+        else the HF DeepSeek rule (first_dense_layers dense, then every layer_freq-th)."""
+        if self.layers is not None:
+            return layer in self.layers
+        return layer >= self.first_dense_layers and layer % self.layer_freq == 0
+
     @model_validator(mode="after")
     def _topk_le_experts(self) -> MoESpec:
         if self.experts_per_token > self.num_experts:
@@ -253,15 +260,26 @@ class ModelSpec(BaseModel):
             return self.window_of(kinds.pop())
         return None
 
+    @property
+    def mixed_attention(self) -> bool:
+        """Whether layers differ in what they attend (a mixer pattern) or attend top-k keys
+        (sparse): paths that assume every layer attends every key refuse such models."""
+        return self.layer_mixers is not None or self.sparse_attention is not None
+
     def require_uniform_layers(self, what: str) -> None:
         """Refuse (naming the model's layer kinds) paths that build one layer and repeat it:
         they would price a hybrid, windowed or sparse model as a plain one."""
-        if self.layer_mixers is None and self.layer_ffns is None and not self.sparse_attention:
+        if not self.mixed_attention and self.layer_ffns is None:
             return
         kinds = sorted({f"{m}/{f}" for m, f, _ in self.layer_groups()})
         raise InputError("model", f"{what} is modelled for models whose layers are alike; "
                          f"{self.name} has layer kinds {', '.join(kinds)}",
                          "a model without a layer pattern (serve and infer price any)")
+
+    @property
+    def num_recurrent_layers(self) -> int:
+        """Layers with a recurrent mixer (they hold a fixed-size state per sequence)."""
+        return sum(m in RECURRENT for m in self.mixers())
 
     @property
     def num_attention_layers(self) -> int:
@@ -286,12 +304,7 @@ class ModelSpec(BaseModel):
         return self.num_heads * (self.mla.v_head_dim if self.mla else self.head_dim)
 
     def _moe_rule(self, layer: int) -> bool:
-        moe = self.moe
-        if not moe:
-            return False
-        if moe.layers is not None:
-            return layer in moe.layers
-        return layer >= moe.first_dense_layers and layer % moe.layer_freq == 0  # HF DeepSeek
+        return self.moe is not None and self.moe.covers(layer)
 
     def is_moe_layer(self, layer: int) -> bool:
         """Whether decoder layer `layer` (0-based) has a routed-expert FFN."""

@@ -29,7 +29,8 @@ def test_training_errors_are_percents_under_a_named_metric():
     assert len(rows) == 12  # 3 devices + all, x 3 metrics
     for row in rows:
         assert re.fullmatch(r"\d+\.\d%", row[-1]), row  # 0.722 -> 72.2%
-    assert "target: MAPE <= 5%" in out
+    assert "target: MAPE <= 8%" in out and "too-fast share 35%-65%" in out
+    assert "forecast too fast (share of rows, tokens/s): all roofline" in out
 
 
 def test_serving_errors_are_percents_with_labelled_targets():

@@ -19,7 +19,8 @@ def test_json_rows_per_scale_bucket():
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     rows = out["rows"]
-    assert out["target_mape"] == 0.05
+    assert out["target_mape"] == 0.08
+    assert out["target_under_predicted"] == [0.35, 0.65]
     assert {r["method"] for r in rows} == {"roofline"}
     assert {r["by"] for r in rows} == {"scale"}
     keys = {"split", "device", "group", "method", "mape", "p90_ape", "n"}

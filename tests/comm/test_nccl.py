@@ -81,6 +81,10 @@ def test_time_is_monotone_in_bytes_and_auto_is_the_fastest(size, factor, kind, n
     if finite.all():
         assert 0 < t[0] <= t[1]
     for name in ALGOS:
+        # auto takes what NCCL's tuner chooses among; hierarchical (no NCCL algorithm across
+        # a plain network) only on one node, where it is the ring
+        if name == "hierarchical" and n > box.gpus_per_node:
+            continue
         if name != "direct" or kind in ("alltoall", "sendrecv"):
             assert (times["auto"] <= times[name]).all()
 

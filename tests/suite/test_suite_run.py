@@ -55,9 +55,9 @@ def test_results_are_deterministic():
 def test_the_scenarios_of_scenarios_md_ship_with_real_option_names():
     scenarios = builtin_scenarios()
     ids = [s.id for s in scenarios]
-    assert len(ids) == 47 == len(set(ids))
+    assert len(ids) == 48 == len(set(ids))
     assert ids[:3] == ["T1.1", "T1.2", "T1.3"]
-    assert ids[-7:] == ["S1", "S2", "S3", "S4", "S5", "S7", "S8"]
+    assert ids[-8:] == ["S1", "S2", "S3", "S4", "S5", "S7", "S8", "S6"]
     for s in scenarios:  # every run is a valid request (names and types)
         for options in s.runs().values():
             request_from_options(s.command, options)

@@ -2,9 +2,9 @@
 
 First the points and the harness with stand-in forecasts (parsing, MosaicML's MFU formula,
 APE, row form); then the accuracy of the real forecasts, computed once per module: regression
-thresholds (training_accuracy_thresholds.json: observed + a small margin; the issue's 5%
-target is not met), perfcast and sum_of_kernels beating the roofline baseline, and the shipped
-training-stack factors matching a fresh fit."""
+thresholds (training_accuracy_thresholds.json: observed + a small margin), the issue's 8%
+target and bias bounds on both held-out schemes, perfcast and sum_of_kernels beating the
+roofline baseline, and the shipped training-stack factors matching a fresh fit."""
 
 import json
 from pathlib import Path
@@ -13,9 +13,15 @@ import pandas as pd
 import pytest
 
 from perfcast.errors import InputError
-from perfcast.train import default_time_model, forecast_training
+from perfcast.train import (
+    default_time_model,
+    forecast_training,
+    stack_overlap,
+    stack_time_model,
+)
 from perfcast.validate import (
-    StackScaled,
+    TRAINING_TARGET_MAPE,
+    TRAINING_TARGET_UNDER,
     load_training_calibration,
     load_training_points,
     mosaicml_mfu,
@@ -171,20 +177,37 @@ def test_every_point_is_forecast_in_every_group_kind(rows):
 def test_shipped_factors_are_a_fresh_fit(kernels):
     shipped = load_training_calibration()
     fresh = calibration_document(kernels)
-    for gen, f in fresh["factors"].items():
-        for key in ("other", "attention"):
-            assert shipped["factors"][gen][key] == pytest.approx(f[key], abs=2e-3), (gen, key)
+    for key in ("other", "attention", "overlap_loss"):
+        assert shipped["factors"][key] == pytest.approx(fresh["factors"][key], abs=2e-3), key
     for scheme, mape in fresh["heldout_tokens_per_s_mape"].items():
-        assert shipped["heldout_tokens_per_s_mape"][scheme] == pytest.approx(mape, abs=2e-3)
+        for key, value in mape.items():
+            assert shipped["heldout_tokens_per_s_mape"][scheme][key] == pytest.approx(
+                value, abs=2e-3), (scheme, key)
+
+
+def test_heldout_schemes_meet_the_target_without_one_sided_bias(rows):
+    """Issue 21: MAPE <= 8% held out by model and by GPU generation, and between 35% and
+    65% of the rows forecast too fast."""
+    low, high = TRAINING_TARGET_UNDER
+    for split in ("heldout_device", "heldout_model"):
+        assert _mape(rows, split, "perfcast", "tokens_per_s") <= TRAINING_TARGET_MAPE, split
+        sel = rows[(rows["split"] == split) & (rows["method"] == "perfcast")
+                   & (rows["by"] == "metric") & (rows["group"] == "tokens_per_s")
+                   & (rows["device"] == "all")]
+        assert low <= float(sel["under_predicted"].iloc[0]) <= high, split
 
 
 def test_scaled_time_model_matches_the_linear_decomposition(points, kernels):
-    """The held-out figures scale the forecast's kernel classes linearly; a real forecast
-    with StackScaled agrees (exposed comm, held fixed there, is tiny on this grid)."""
-    f = load_training_calibration()["factors"]["h100"]
-    model = StackScaled(default_time_model(), attention=f["attention"], other=f["other"])
+    """The held-out figures scale the forecast's kernel classes and hidden communication
+    linearly; a real forecast with the stack's time model and overlap loss agrees (exposed
+    comm, held fixed there, is tiny on this grid)."""
+    f = load_training_calibration()["factors"]
     for i in (0, 100, 150, 215):
         p = points.iloc[i]
-        real = forecast_training(training_job(p), time_model=model).iteration_time_s
-        linear = scaled_seconds(kernels.iloc[[i]], f["other"], f["attention"])[0]
+        job = training_job(p)
+        model = stack_time_model("llm-foundry", job.cluster.device, default_time_model())
+        job = job.model_copy(update={"overlap": stack_overlap("llm-foundry")})
+        real = forecast_training(job, time_model=model).iteration_time_s
+        linear = scaled_seconds(kernels.iloc[[i]], f["other"], f["attention"],
+                                f["overlap_loss"])[0]
         assert real == pytest.approx(linear, rel=5e-3), p["point_id"]

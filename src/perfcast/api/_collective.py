@@ -16,6 +16,7 @@ from perfcast.api._units import MAX_GPUS
 from perfcast.comm import COLLECTIVES, NcclModel, algorithm_choice, bus_bandwidth_factor
 from perfcast.errors import InputError, close_matches
 from perfcast.specs import Cluster, cluster_for, get_cluster, get_device
+from perfcast.specs._cluster import FABRIC_DEFAULTS, with_fabric
 
 __all__ = ["CollectiveHardware", "CollectiveRequest", "CollectiveResult", "ResolvedCollective",
            "parse_bytes"]
@@ -49,16 +50,38 @@ class CollectiveHardware(Hardware):
 
     nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes the group spans "
                               "(default: as few as hold it).")
+    sharp: bool = Field(False, description="The network reduces in its switches (InfiniBand "
+                        "SHARP through NCCL's CollNet all-reduce).")
+    oversubscription: float = Field(1.0, ge=1, le=64, description="Leaf-to-spine taper of the "
+                                    "network: a group over more than --nodes-per-leaf nodes "
+                                    "gets the adapters' rate / this.")
+    nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes one leaf "
+                                       "switch reaches without the spine (default: one "
+                                       "non-blocking tier).")
 
     def machines(self, gpus: int) -> Cluster:
-        """The machines of a group of `gpus` spread over `nodes` (an even split)."""
+        """The machines of a group of `gpus` spread over `nodes` (an even split), with the
+        network's fabric as given."""
         if (self.gpu is None) == (self.cluster is None):
             raise InputError("gpu", "give exactly one of --gpu and --cluster",
                              "--gpu NAME or --cluster PRESET")
         preset = self.cluster
         base = (get_cluster(preset, gpus) if preset is not None
                 else cluster_for(get_device(self.gpu), gpus))
-        return _spread(base, gpus, self.nodes)
+        return _fabric(_spread(base, gpus, self.nodes), self)
+
+
+def _fabric(cluster: Cluster, hardware: CollectiveHardware) -> Cluster:
+    """`cluster` with the fabric options that differ from their defaults on its network; a
+    refusal names the option."""
+    given = {name: getattr(hardware, name) for name in ("sharp", "oversubscription",
+                                                        "nodes_per_leaf")
+             if getattr(hardware, name) != FABRIC_DEFAULTS[name]}
+    try:
+        return with_fabric(cluster, **given)
+    except InputError as exc:
+        raise InputError(exc.field.removeprefix("inter_node."), exc.problem,
+                         exc.allowed) from None
 
 
 def _spread(base: Cluster, gpus: int, nodes: int | None) -> Cluster:

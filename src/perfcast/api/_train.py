@@ -31,18 +31,25 @@ from perfcast.specs import (
     ParallelPlan,
     PipelineSchedule,
     Precision,
+    Stack,
+    get_stack,
     parse_dtype,
+    stack_names,
 )
 from perfcast.train import (
     RECOMPUTE,
     STACKS,
     CNNTrainForecast,
+    CommOverlap,
+    MemoryBudget,
     RLHFForecast,
+    ScaleEffects,
     TrainForecast,
     TrainJob,
     forecast_cnn_training,
     forecast_training,
     rlhf_step,
+    stack_overlap,
     stack_time_model,
     sweep_plans,
     training_precision,
@@ -56,18 +63,22 @@ if TYPE_CHECKING:
 
 __all__ = ["CNNTrainResult", "PlanSearch", "RLHFOptions", "RLHFResult", "ResolvedCNNTrain",
            "ResolvedRLHF", "ResolvedTrain", "ResolvedTrainSweep", "TrainKernels",
-           "TrainOutputs", "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult",
-           "TrainSweepResult", "TrainWorkload", "pipeline_schedule", "train_layout"]
+           "TrainMemory", "TrainOutputs", "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult",
+           "TrainScale", "TrainSweepResult", "TrainWorkload", "pipeline_schedule",
+           "train_layout"]
 
 _FIT_HINT = ("a higher --zero, more --tp/--pp/--cp, --sp, --recompute full or a smaller "
              "--micro-batch")
 # Options a ResNet does not take: it trains data-parallel only (PyTorch DDP).
-_DDP_ONLY = ("tp", "pp", "cp", "ep", "sp", "zero", "recompute", "lora_rank", "sweep", "rlhf",
+_DDP_ONLY = ("tp", "pp", "cp", "ep", "sp", "zero", "shard_group", "tp_comm_overlap",
+             "recompute", "lora_rank",
+             "sweep", "rlhf",
              "stack", "allow_oom", "seq_len", "expert_skew", "schedule", "virtual_stages",
-             "top", "response_tokens", "generation_tp", "memory_policy")
+             "top", "response_tokens", "generation_tp", "memory_policy", "allocator_reserve",
+             *ScaleEffects.model_fields)
 # Options `--sweep` searches over itself (or, for allow_oom, reports as the `fits` column).
-_SWEPT = ("tp", "pp", "cp", "ep", "sp", "zero", "schedule", "virtual_stages", "recompute",
-          "allow_oom")
+_SWEPT = ("tp", "pp", "cp", "ep", "sp", "zero", "shard_group", "schedule", "virtual_stages",
+          "recompute", "allow_oom")
 # Options only one question reads: (its switch, the options).
 _ONLY_WITH = (("sweep", ("top",)), ("rlhf", ("response_tokens", "generation_tp")))
 
@@ -87,9 +98,15 @@ class TrainPlan(Group):
     sp: bool = Field(False, description="Megatron sequence parallelism (needs --tp > 1).")
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, "
                       "SHARD_GRAD_OP = 2).")
+    shard_group: int | None = Field(None, ge=1, le=MAX_GPUS, description="Hybrid sharding "
+                                    "(HSDP): ZeRO/FSDP shards within groups of this many DP "
+                                    "ranks, replicated across the rest (needs --zero >= 1).")
     schedule: str = Field("1f1b", description="gpipe, 1f1b or interleaved-1f1b.")
     virtual_stages: int = Field(1, ge=1, le=1024, description="Model chunks per stage "
                                 "(interleaved-1f1b).")
+    tp_comm_overlap: bool = Field(False, description="Pipeline TP collectives with the "
+                                  "layer's GEMMs (Megatron-Core --tp-comm-overlap; needs "
+                                  "--tp > 1).")
 
     def layout(self) -> tuple[int, int]:
         """(dp, GPUs) of this layout."""
@@ -97,7 +114,8 @@ class TrainPlan(Group):
 
     def spec(self, dp: int, expert_skew: float) -> ParallelPlan:
         return ParallelPlan(tp=self.tp, pp=self.pp, dp=dp, ep=self.ep, cp=self.cp, sp=self.sp,
-                            zero_stage=self.zero, schedule=pipeline_schedule(self.schedule),
+                            zero_stage=self.zero, shard_group=self.shard_group,
+                            schedule=pipeline_schedule(self.schedule),
                             virtual_stages=self.virtual_stages, expert_skew=expert_skew)
 
 
@@ -179,6 +197,46 @@ class RLHFOptions(Group):
                                "replica.")
 
 
+class TrainScale(Group):
+    """What many ranks add to one LLM iteration (perfcast.train._scale): stragglers, exposed
+    host and data-loading time, checkpoint stalls. All off by default: no published value
+    carries to other clusters."""
+
+    rank_jitter_cv: float = Field(0.0, ge=0.0, le=1.0, description="Per-rank, per-iteration "
+                                  "relative std of compute time; the iteration waits for "
+                                  "the slowest of all GPUs.")
+    host_s_per_iteration: float = Field(0.0, ge=0.0, le=3600.0, description="Exposed host "
+                                        "seconds per iteration (Python, launches, logging).")
+    dataloader_s_per_iteration: float = Field(0.0, ge=0.0, le=3600.0, description="Exposed "
+                                              "data-loading seconds per iteration (default 0: "
+                                              "prefetched).")
+    checkpoint_every_iterations: int | None = Field(
+        None, ge=1, le=10**9, description="Checkpoint every N iterations (needs "
+        "--checkpoint-bandwidth-bps).")
+    checkpoint_bandwidth_bps: float | None = Field(None, gt=0.0, description="Aggregate "
+                                                   "checkpoint write bandwidth, bytes/s.")
+    checkpoint_async: bool = Field(False, description="Asynchronous checkpoint: only the "
+                                   "GPU-to-host copy stalls.")
+
+    def spec(self) -> ScaleEffects:
+        return ScaleEffects(**self.model_dump())
+
+
+class TrainMemory(Group):
+    """What part of each GPU's memory a plan may fill (perfcast.train.MemoryBudget): the
+    bytes the CUDA allocator can get on the device (its measured total, not the marketed
+    capacity), less a reserve for the caching allocator's fragmentation."""
+
+    allocator_reserve: float = Field(0.0, ge=0.0, le=0.9, description="Fraction of the "
+                                     "CUDA-visible memory the caching allocator holds but "
+                                     "cannot hand out (fragmentation); default 0, as with "
+                                     "expandable segments (PyTorch's default allocator: ~0.15 "
+                                     "under recomputation/ZeRO, GMLake 2024).")
+
+    def spec(self) -> MemoryBudget:
+        return MemoryBudget(allocator_reserve=self.allocator_reserve)
+
+
 class TrainKernels(KernelChoice):
     """The kernel model of a training forecast (the stack, `--stack`, routes and scales it)."""
 
@@ -204,6 +262,8 @@ class TrainRequest(Request):
     recipe: TrainRecipe = TrainRecipe()
     search: PlanSearch = PlanSearch()
     rlhf_step: RLHFOptions = RLHFOptions()
+    scale: TrainScale = TrainScale()
+    memory: TrainMemory = TrainMemory()
     kernels: TrainKernels = TrainKernels()
     stack: StackChoice = StackChoice()
     allow_oom: bool = Field(False, description="Print the forecast of a plan that does not "
@@ -248,6 +308,7 @@ class ResolvedTrainSweep:
     precision: Precision
     time_model: ExecutionTimeModel
     inputs: dict[str, Any]
+    overlap: CommOverlap
 
     def execute(self) -> TrainSweepResult:
         w, r = self.request.workload, self.request.recipe
@@ -255,7 +316,8 @@ class ResolvedTrainSweep:
                             global_batch=self.global_batch, num_gpus=self.num_gpus,
                             precision=self.precision, lora_rank=r.lora_rank,
                             expert_skew=r.expert_skew, time_model=self.time_model,
-                            memory_policy=self.inputs["memory_policy"])
+                            memory_policy=self.inputs["memory_policy"], overlap=self.overlap,
+                            memory_budget=self.request.memory.spec())
         return TrainSweepResult(self.request, self.inputs, table, self.request.search.top)
 
 
@@ -342,13 +404,17 @@ def resolve_train(request: TrainRequest) -> Resolved:
     if chosen is None and request.stack.stack is not None and not rlhf:
         chosen = stack.training_memory  # the named stack's model-state dtypes
     policy = _memory_policy(chosen, precision, rlhf)
+    budget = request.memory.spec()
+    budget.check(machines.device)
     inputs = {"model": spec.name, "gpu": machines.device.name, "num_gpus": gpus,
               "seq_len": w.seq_len, "global_batch": batch, "dtype": dtype,
-              "memory_policy": policy, "kernel_model": info}
+              "memory_policy": policy, "memory_budget": budget.describe(machines.device),
+              "kernel_model": info}
     if sweep:
         return ResolvedTrainSweep(request, spec, machines, gpus, batch, precision, time_model,
-                                  inputs)
+                                  inputs, _overlap(stack, request.plan, searched=True))
     plan = request.plan.spec(dp, recipe.expert_skew)
+    _check_pipeline_sharding(plan, stack)
     inputs.update(plan.model_dump(mode="json"), micro_batch=w.micro_batch,
                   recompute=recipe.recompute, lora_rank=recipe.lora_rank)
     if rlhf:
@@ -358,8 +424,33 @@ def resolve_train(request: TrainRequest) -> Resolved:
     job = TrainJob(model=spec, cluster=machines, plan=plan, seq_len=w.seq_len,
                    micro_batch=w.micro_batch, global_batch=batch, precision=precision,
                    recompute=recipe.recompute, lora_rank=recipe.lora_rank,
-                   memory_policy=policy)
+                   memory_policy=policy, scale=request.scale.spec(),
+                   overlap=_overlap(stack, request.plan), memory_budget=budget)
+    inputs["overlap"] = job.overlap.model_dump(mode="json")
+    if not job.scale.off:
+        inputs["scale"] = job.scale.model_dump(mode="json")
     return ResolvedTrain(request, job, time_model, inputs)
+
+
+def _overlap(stack: Stack, plan: TrainPlan, searched: bool = False) -> CommOverlap:
+    """What hiding collectives costs under `stack`: a fitted profile's overlap loss (plus
+    SM contention), SM contention alone for every other stack; TP overlap as asked (for
+    every plan with tp > 1 the search tries, when `searched`)."""
+    if plan.tp_comm_overlap and plan.tp == 1 and not searched:
+        raise InputError("tp_comm_overlap", "there is no TP communication to overlap at "
+                         "tp=1", "--tp > 1, or no --tp-comm-overlap")
+    base = stack_overlap(stack.name) if STACKS.get(stack.name) is not None else CommOverlap()
+    return base.model_copy(update={"tp_comm_overlap": plan.tp_comm_overlap})
+
+
+def _check_pipeline_sharding(plan: ParallelPlan, stack: Stack) -> None:
+    """ZeRO-2/3 inside pipeline stages only where the stack does it (Stack.pipeline_sharding:
+    FSDP2 under torchtitan; Megatron-Core and DeepSpeed shard only optimizer state there)."""
+    if plan.pp > 1 and plan.zero_stage > 1 and not stack.pipeline_sharding:
+        able = [s for s in stack_names() if get_stack(s).pipeline_sharding]
+        raise InputError("zero", f"ZeRO-{plan.zero_stage} with pp={plan.pp}: {stack.name} "
+                         "shards only the optimizer state across pipeline stages",
+                         ["0 or 1 with --pp > 1", *(f"--stack {s}" for s in able)])
 
 
 def _memory_policy(name: str | None, precision: Precision, rlhf: bool) -> str:
@@ -405,6 +496,13 @@ def _check_unused(request: TrainRequest, cnn: bool) -> None:
         raise InputError(option, "--sweep searches every plan; this option would be ignored",
                          f"--sweep without --{option.replace('_', '-')}, or a plan without "
                          "--sweep")
+    option = request.first_given(*TrainScale.model_fields) if not cnn else None
+    if option is not None and (switches["sweep"] or switches["rlhf"]):
+        raise InputError(option, "scale effects apply to one LLM training iteration",
+                         f"omit --{option.replace('_', '-')} with --sweep or --rlhf")
+    if switches["rlhf"] and request.first_given("allocator_reserve") is not None:
+        raise InputError("allocator_reserve", "the RLHF step checks its actor against the "
+                         "device's CUDA-visible memory", "omit --allocator-reserve with --rlhf")
     if switches["rlhf"] and request.recipe.lora_rank is not None:
         raise InputError("lora_rank", "the RLHF step trains the full actor and critic",
                          "omit --lora-rank with --rlhf")
@@ -421,13 +519,13 @@ def _check_trace_out(trace_out: Path | None, other_mode: bool) -> None:
 
 
 def _check_fits(fc: TrainForecast, machines: Cluster, allow_oom: bool) -> None:
-    """A plan whose memory per GPU exceeds the device's is refused unless `allow_oom` (then
-    the forecast says fits=False)."""
+    """A plan whose memory per GPU exceeds what its MemoryBudget lets it fill is refused
+    unless `allow_oom` (then the forecast says fits=False)."""
     if not fc.fits and not allow_oom:
         raise InputError("memory", f"needs {fc.memory_per_gpu_bytes / 1e9:.1f} GB per GPU ("
                          + ", ".join(f"{k} {v / 1e9:.1f}" for k, v in fc.memory.items())
-                         + f") but {machines.device.name} has {fc.capacity_bytes / 1e9:.1f} GB",
-                         _FIT_HINT)
+                         + f") but {machines.device.name} gives the allocator "
+                         f"{fc.capacity_bytes / 1e9:.1f} GB", _FIT_HINT)
 
 
 # --- results ------------------------------------------------------------------------------

@@ -33,6 +33,14 @@ def collective(
     nodes: Annotated[int | None, typer.Option(
         help="Nodes the group spans (default: as few as hold it).")] = None,
     algorithm: Annotated[str, typer.Option(help=f"{', '.join(ALGORITHMS)}.")] = "auto",
+    sharp: Annotated[bool, typer.Option(
+        help="The network reduces in its switches (InfiniBand SHARP, NCCL CollNet).")] = False,
+    oversubscription: Annotated[float, typer.Option(
+        help="Leaf-to-spine taper: a group over more than --nodes-per-leaf nodes gets the "
+             "adapters' rate / this.")] = 1.0,
+    nodes_per_leaf: Annotated[int | None, typer.Option(
+        help="Nodes one leaf switch reaches without the spine (default: one non-blocking "
+             "tier).")] = None,
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:
@@ -47,7 +55,7 @@ def _print(result: CollectiveResult) -> None:
     for col in ("algorithm", "time", "algbw GB/s", "busbw GB/s"):
         table.add_column(col, justify="left" if col == "algorithm" else "right")
     factor = p["busbw_gbps"] / p["algbw_gbps"]
-    for name in ("ring", "tree", "direct", "hierarchical", "nvls"):
+    for name in ("ring", "tree", "direct", "hierarchical", "nvls", "collnet"):
         t = result.algorithm_times_s.get(name, math.inf)
         if not math.isfinite(t):
             continue

@@ -31,6 +31,7 @@ from perfcast.cli._console import (
     new_console,
 )
 from perfcast.cli._train_cnn import print_cnn
+from perfcast.train import SCALE_PARTS
 
 # Help panels after the model and hardware (typer's "Options"); the advanced ones wait for
 # --help-all.
@@ -89,12 +90,41 @@ def train(
                   ] = False,
     virtual_stages: Annotated[int, typer.Option(
         help="Model chunks per stage (interleaved-1f1b).", rich_help_panel=DETAILS)] = 1,
+    tp_comm_overlap: Annotated[bool, typer.Option(
+        help="Pipeline TP collectives with the layer's GEMMs (Megatron-Core "
+             "--tp-comm-overlap; needs --tp > 1).", rich_help_panel=DETAILS)] = False,
+    shard_group: Annotated[int | None, typer.Option(
+        help="Hybrid sharding (HSDP): ZeRO/FSDP shards within groups of this many DP ranks, "
+             "replicated across the rest (needs --zero >= 1).", rich_help_panel=DETAILS)
+                           ] = None,
     lora_rank: Annotated[int | None, typer.Option(
         help="LoRA rank on all linear layers.", rich_help_panel=DETAILS)] = None,
     memory_policy: Annotated[str | None, typer.Option(
         help="Model-state dtypes: amp (16-bit params+grads, fp32 master+Adam: 16 B/param), "
              "amp-distributed (amp, Megatron's distributed optimizer), pure-bf16 (8 B/param) "
              "or fp32 (16 B/param); default amp.", rich_help_panel=DETAILS)] = None,
+    allocator_reserve: Annotated[float, typer.Option(
+        help="Fraction of the CUDA-visible memory the caching allocator holds but cannot hand "
+             "out (fragmentation); default 0, as with expandable segments (PyTorch's default "
+             "allocator: ~0.15 under recomputation/ZeRO, GMLake 2024).",
+        rich_help_panel=DETAILS)] = 0.0,
+    rank_jitter_cv: Annotated[float, typer.Option(
+        help="Per-rank, per-iteration relative std of compute time; the iteration waits for "
+             "the slowest GPU (default 0: off).", rich_help_panel=DETAILS)] = 0.0,
+    host_s_per_iteration: Annotated[float, typer.Option(
+        help="Exposed host seconds per iteration (Python, launches, logging).",
+        rich_help_panel=DETAILS)] = 0.0,
+    dataloader_s_per_iteration: Annotated[float, typer.Option(
+        help="Exposed data-loading seconds per iteration (default 0: prefetched).",
+        rich_help_panel=DETAILS)] = 0.0,
+    checkpoint_every_iterations: Annotated[int | None, typer.Option(
+        help="Checkpoint every N iterations (needs --checkpoint-bandwidth-bps).",
+        rich_help_panel=DETAILS)] = None,
+    checkpoint_bandwidth_bps: Annotated[float | None, typer.Option(
+        help="Aggregate checkpoint write bandwidth, bytes/s.", rich_help_panel=DETAILS)] = None,
+    checkpoint_async: Annotated[bool, typer.Option(
+        help="Asynchronous checkpoint: only the GPU-to-host copy stalls.",
+        rich_help_panel=DETAILS)] = False,
     rlhf: Annotated[bool, typer.Option(
         help="One RLHF PPO step: generation, scoring, actor and critic training.",
         rich_help_panel=MODES)] = False,
@@ -110,8 +140,8 @@ def train(
     force_calibration: CalibrationMismatch = False,
     stack: Annotated[str | None, typer.Option(
         help="Training software stack (`perfcast stacks`; default megatron-core): its kernel "
-             "sources and model-state dtypes; llm-foundry adds kernel-time factors fitted on "
-             "its measured runs (A100/Ampere, H100/Hopper).", rich_help_panel=KERNELS)] = None,
+             "sources and model-state dtypes; llm-foundry adds kernel-time factors and an overlap "
+             "loss fitted on its measured runs (A100, H100).", rich_help_panel=KERNELS)] = None,
     trace_out: Annotated[Path | None, typer.Option(
         help="Write a Chrome-trace/Perfetto JSON of the iteration here (per stage: forward/"
              "backward micro-batches, p2p receives; then gradient reduction, optimizer).",
@@ -145,6 +175,9 @@ def _print_iteration(result: TrainResult) -> None:
     t.add_column("metric")
     t.add_column("value", justify="right")
     for name, value in (("iteration", f"{fc.iteration_time_s:.3f} s"),
+                        *((("iteration P50 / P99", f"{fc.iteration_p50_s:.3f} / "
+                            f"{fc.iteration_p99_s:.3f} s"),)
+                          if fc.iteration_p99_s != fc.iteration_p50_s else ()),
                         ("tokens/s", f"{fc.tokens_per_s:,.0f}"),
                         ("TFLOP/s per GPU", f"{fc.tflops_per_gpu:.1f}"),
                         ("MFU", f"{fc.mfu:.1%}"), ("HFU", f"{fc.hfu:.1%}"),
@@ -158,19 +191,31 @@ def _print_iteration(result: TrainResult) -> None:
     b.add_column("part")
     b.add_column("seconds", justify="right")
     for key, value in fc.breakdown.items():
-        if value or not key.startswith("exposed_comm."):
+        if value or not key.startswith("exposed_comm.") and key not in SCALE_PARTS:
             b.add_row(key, f"{value:.4f}")
     console.print(b)
+    console.print(_memory_table(result))
+    console.print(f"FLOP convention: {fc.flop_convention}")
+    for note in fc.notes:
+        console.print(f"note: {note}", markup=False)
+    km = result.payload().get("inputs", {}).get("kernel_model", {})
+    for line in calibration_lines(km):
+        console.print(line, markup=False)
+
+
+def _memory_table(result: TrainResult) -> Table:
+    """Bytes per GPU by kind, their total, and what the plan may fill (the MemoryBudget)."""
+    fc, budget = result.forecast, result.inputs["memory_budget"]
     m = Table(title=f"Memory per GPU (GB; {result.inputs['memory_policy']} model states)")
     m.add_column("kind")
     m.add_column("GB", justify="right")
     for key, value in fc.memory.items():
         m.add_row(key, f"{value / 1e9:.2f}")
-    console.print(m)
-    console.print(f"FLOP convention: {fc.flop_convention}")
-    km = result.payload().get("inputs", {}).get("kernel_model", {})
-    for line in calibration_lines(km):
-        console.print(line, markup=False)
+    m.add_row("total", f"{fc.memory_per_gpu_bytes / 1e9:.2f}")
+    m.add_row(f"usable (CUDA-visible less {budget['allocator_reserve']:.0%} allocator reserve)",
+              f"{budget['budget_bytes'] / 1e9:.2f}")
+    m.add_row("physical", f"{budget['physical_bytes'] / 1e9:.2f}")
+    return m
 
 
 def _print_rlhf(result: RLHFResult) -> None:

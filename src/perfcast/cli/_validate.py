@@ -355,7 +355,7 @@ def training_cmd(
              "training-stack factors fitted held out; held-out splits only).")] = None,
     split: Annotated[list[str] | None, typer.Option(
         help="all, heldout_device (factors fitted on the other GPU generation) or "
-             "heldout_model (on the same generation's other models); default: all three.")
+             "heldout_model (on every other model); default: all three.")
                      ] = None,
     by: Annotated[str, typer.Option(
         help="Group errors per device, per GPU-count bucket (scale) or per model.")
@@ -373,8 +373,16 @@ def training_cmd(
 def _print_training(report: ValidationReport, out: Console) -> None:
     out.print(_method_table(report.rows, ["split", "device", "group", "n"], "mape", "MAPE",
                             "Training: MAPE of tokens/s and MFU"))
+    overall = report.rows[(report.rows["device"] == "all") & (report.rows["by"] == "metric")
+                          & (report.rows["group"] == "tokens_per_s")]
+    if not overall.empty:  # --by device: the metric rows are there
+        shares = ", ".join(f"{r.split} {r.method} {r.under_predicted:.0%}"
+                           for r in overall.itertuples())
+        out.print(f"forecast too fast (share of rows, tokens/s): {shares}")
+    low, high = report.extras["target_under_predicted"]
     out.print(f"target: MAPE <= {TRAINING_TARGET_MAPE:.0%} (tokens/s and MFU; "
-              "mfu in MosaicML's FLOP count, mfu_perfcast in perfcast's)")
+              "mfu in MosaicML's FLOP count, mfu_perfcast in perfcast's), too-fast share "
+              f"{low:.0%}-{high:.0%}")
 
 
 @validate_app.command("collectives")

@@ -2,9 +2,12 @@
 
 A group of N consecutive GPUs spans k = ceil(N / gpus_per_node) nodes with g GPUs in each
 (g = N on one node). Intra-node terms: the GPU's LinkFit, else the link's constants. The
-network gives each node A = ceil(g / gpus_per_nic) x bandwidth x efficiency; a ring or tree
-that crosses nodes moves, per node and direction, as many bytes as each GPU does inside it
-(NCCL spreads its channels over the node's NICs), so its rate is min(intra, A).
+network gives each node A = min(g x flow, ceil(g / gpus_per_nic) x bandwidth x efficiency /
+taper): each GPU's stream reaches at most the measured point-to-point rate (flow, when the
+link gives one), the node's adapters at most their rate, cut by the leaf-to-spine taper once
+the group spans more nodes than one leaf reaches; a ring that crosses nodes moves, per node
+and direction, as many bytes as each GPU does inside it (NCCL spreads its channels over the
+node's NICs), so its rate is min(intra, A).
 """
 
 from __future__ import annotations
@@ -30,6 +33,22 @@ for _code, _share, _whole, _steps in ((AR, 2, 0, 2), (AG, 1, 0, 1), (RS, 1, 0, 1
 
 # NCCL src/graph/tuning.cc: hwLat[NCCL_HW_NVLINK][NCCL_ALGO_NVLS][NCCL_PROTO_SIMPLE] (us)
 NVLS_LATENCY_S = 23e-6
+# NCCL src/graph/tuning.cc ncclTopoTuneModel: `if (a == NCCL_ALGO_COLLNET) busBw *= .9`
+COLLNET_EFFICIENCY = 0.9
+# A collective's network stream sends and receives through the GPU's adapter at once, where a
+# send/recv test (flow_bandwidth_bps) only sends: NCCL src/graph/tuning.cc discounts that case
+# to 0.7 ("if ppn < 2, then we are sending/receiving at the same GPU through the NIC, apply
+# some bw discount"; NCCL applies it to LL128 rings, perfcast to every measured flow).
+DUPLEX_FLOW = 0.7
+
+
+def _spine_taper(oversubscription: float, nodes_per_leaf: int | None,
+                 nodes: np.ndarray) -> np.ndarray:
+    """Divisor of the adapters' rate for groups of `nodes` nodes: the leaf-to-spine
+    oversubscription once a group spans more nodes than one leaf reaches, else 1."""
+    if nodes_per_leaf is None:
+        return np.ones(len(nodes))
+    return np.where(nodes > nodes_per_leaf, oversubscription, 1.0)
 
 
 class Levels:
@@ -52,13 +71,20 @@ class Levels:
         self.g = np.where(self.multi, float(per_node), self.n)
         self.k = np.where(self.multi, np.ceil(self.n / per_node), 1.0)
         if inter is None:
-            self.base_x, self.alpha_x, self.net_gpu = 0.0, 0.0, np.inf
+            self.base_x, self.alpha_x, self.net_gpu, self.sharp = 0.0, 0.0, np.inf, False
             self.net_node = np.full(len(self.n), np.inf)
+            self.net_pair = np.full(len(self.n), np.inf)
         else:
-            self.base_x, self.alpha_x = inter.collective_base_s, inter.latency_s
-            self.net_gpu = inter.bandwidth_bps * inter.bus_efficiency
+            self.base_x, self.alpha_x, self.sharp = (inter.collective_base_s, inter.latency_s,
+                                                     inter.sharp)
+            port = inter.bandwidth_bps * inter.bus_efficiency
+            flow = inter.flow_bandwidth_bps
+            self.net_gpu = port if flow is None else flow * DUPLEX_FLOW
+            taper = _spine_taper(inter.oversubscription, inter.nodes_per_leaf, self.k)
             nics = np.ceil(self.g / inter.gpus_per_nic)
-            self.net_node = np.where(self.multi, nics * self.net_gpu, np.inf)
+            node = np.minimum(self.g * self.net_gpu, nics * port / taper)
+            self.net_node = np.where(self.multi, node, np.inf)
+            self.net_pair = np.minimum(port if flow is None else flow, port / taper)
         self.ceiling = self.fit.ceiling_for(self.g) if self.fit else None
 
     def eta(self, traffic: np.ndarray, pair: bool = False) -> np.ndarray | float:
@@ -84,14 +110,18 @@ class Levels:
     def ring(self, code: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Flat ring over all N GPUs (Patarasuk & Yuan 2009): all-reduce sends 2(N-1)/N of the
         buffer in 2(N-1) steps, all-gather / reduce-scatter half of it; broadcast as a
-        pipelined chain (the whole buffer, N-1 steps). Rows of code AR, AG, RS or BC."""
+        pipelined chain (the whole buffer, N-1 steps). Rows of code AR, AG, RS or BC. Only
+        the steps that cross nodes (2(k-1) for all-reduce, k-1 otherwise) pay the network's
+        latency, as NCCL's tuner charges a ring (src/graph/tuning.cc: (nsteps - nInterSteps)
+        x intraLat + nInterSteps x interLat)."""
         n = self.n
         frac = _RING_SHARE[code] * (n - 1) / n + _RING_WHOLE[code]
         steps = _RING_STEPS[code] * (n - 1)
         traffic = frac * size
         rate = np.minimum(self.bw_i * self.eta(traffic), self.net_node)
-        alpha = np.where(self.multi, max(self.alpha_i, self.alpha_x), self.alpha_i)
-        return self.base_i + self.multi * self.base_x + steps * alpha + traffic / rate
+        hops = _RING_STEPS[code] * (self.k - 1)  # steps that cross the network
+        alphas = (steps - hops) * self.alpha_i + hops * self.alpha_x
+        return self.base_i + self.multi * self.base_x + alphas + traffic / rate
 
     def tree_allreduce(self, size: np.ndarray) -> np.ndarray:
         """Double binary tree (NCCL 2.4): a chain inside each node, binary trees across nodes;
@@ -134,10 +164,24 @@ class Levels:
                                                   * self.eta(size, pair=True))
         return np.where(self.multi | (self.g <= 2), np.inf, t)
 
+    def collnet_allreduce(self, size: np.ndarray) -> np.ndarray:
+        """InfiniBand SHARP all-reduce (NCCL CollNet): reduce-scatter inside each node, every
+        GPU sends its 1/g shard once to the switches, which reduce across the k nodes and
+        return the sum (one network hop whatever k: tuning.cc adds interLat once for CollNet),
+        then all-gather inside the node. The network phase runs at 0.9 of the GPU's share
+        (tuning.cc `if (a == NCCL_ALGO_COLLNET) busBw *= .9`). inf without SHARP or on one
+        node."""
+        if not self.sharp:
+            return np.full(len(size), np.inf)
+        g = self.g
+        node = self.intra_phase((g - 1) / g, g - 1, size)
+        net = self.base_x + self.alpha_x + size / g / (COLLNET_EFFICIENCY * self._net_share())
+        return np.where(self.multi, 2 * node + net, np.inf)
+
     def subset(self, rows: np.ndarray) -> Levels:
         """The same cluster terms for the rows at integer positions `rows`."""
         sub = copy.copy(self)
-        for name in ("n", "multi", "g", "k", "net_node", "ceiling"):
+        for name in ("n", "multi", "g", "k", "net_node", "net_pair", "ceiling"):
             value = getattr(self, name)
             if value is not None:
                 setattr(sub, name, value.take(rows))
@@ -159,5 +203,5 @@ class Levels:
         pair sits on two nodes)."""
         eta = self.eta(size, pair=True) if self.p2p_eta is None else self.p2p_eta
         inside = self.p2p_base + size / (self.bw_i * eta)
-        across = self.p2p_base + self.base_x + self.alpha_x + size / self.net_gpu
+        across = self.p2p_base + self.base_x + self.alpha_x + size / self.net_pair
         return np.where(self.multi, across, inside)

@@ -46,14 +46,21 @@ class TrainSchedule:
 
 
 def _tail(fc: TrainForecast, zero_stage: int, makespan_s: float) -> pd.DataFrame:
-    """After the pipeline: the exposed part of the gradient reduction, the optimizer step
-    and (ZeRO-1/2) the updated parameters' all-gather, per the forecast's breakdown."""
+    """After the pipeline: the exposed part of the gradient reduction, the optimizer step,
+    (ZeRO-1/2) the updated parameters' all-gather, then what the simulation does not draw
+    task by task (SM contention and overlap loss of hidden collectives, stragglers, host
+    time, checkpoint stalls), per the forecast's breakdown."""
     b = fc.breakdown
     gather = b["exposed_comm.zero_allgather_s"] if zero_stage in (1, 2) else 0.0
-    reduce = max(fc.iteration_time_s - makespan_s - b["optimizer_s"] - gather, 0.0)
+    extra = {name: b[key] for key, name in (
+        ("contention_s", "collective SM contention"), ("overlap_loss_s", "overlap loss"),
+        ("straggler_s", "waiting for the slowest rank"), ("host_s", "host"),
+        ("checkpoint_s", "checkpoint stall"))}
+    reduce = max(fc.iteration_time_s - makespan_s - b["optimizer_s"] - gather
+                 - sum(extra.values()), 0.0)
     rows, t = [], makespan_s
     for name, dur in (("gradient reduction (exposed)", reduce), ("optimizer step",
-                      b["optimizer_s"]), ("parameter all-gather", gather)):
+                      b["optimizer_s"]), ("parameter all-gather", gather), *extra.items()):
         if dur > 0:
             rows.append({"name": name, "start_s": t, "end_s": t + dur})
             t += dur

@@ -30,6 +30,12 @@ class ParallelPlan(BaseModel):
     cp: int = Field(default=1, gt=0)
     sp: bool = Field(default=False, description="Megatron sequence parallelism within the TP group")
     zero_stage: int = Field(default=0, ge=0, le=3)
+    shard_group: int | None = Field(default=None, gt=0, description="data-parallel ranks "
+                                    "each ZeRO/FSDP shard group spans: hybrid sharding (HSDP, "
+                                    "PyTorch FSDP2 HYBRID_SHARD; DeepSpeed ZeRO++ hpZ) shards "
+                                    "model states within groups of this many ranks and "
+                                    "all-reduces gradients across the dp / shard_group "
+                                    "replicas; None shards over all dp ranks")
     micro_batches: int = Field(default=1, gt=0)
     schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
     virtual_stages: int = Field(default=1, gt=0, description="model chunks per stage (interleaved)")
@@ -47,10 +53,29 @@ class ParallelPlan(BaseModel):
             raise ValueError("sp (sequence parallelism) needs tp > 1")
         if self.virtual_stages > 1 and self.schedule != PipelineSchedule.INTERLEAVED:
             raise ValueError("virtual_stages > 1 needs schedule 'interleaved-1f1b'")
+        if self.shard_group is not None:
+            if self.zero_stage == 0:
+                raise ValueError("shard_group (hybrid sharding) needs zero_stage >= 1")
+            if self.dp % self.shard_group:
+                raise ValueError(f"shard_group {self.shard_group} must divide dp ({self.dp})")
+            if self.ep > 1:
+                raise ValueError("shard_group (hybrid sharding) is modelled for dense layers "
+                                 "(ep 1)")
         if self.expert_tp is not None and self.expert_tp * self.ep != self.tp * self.dp:
             raise ValueError(f"expert_tp x ep ({self.expert_tp} x {self.ep}) must equal tp x "
                              f"dp ({self.tp * self.dp}): every rank holds one expert shard")
         return self
+
+    @property
+    def shard_ranks(self) -> int:
+        """Data-parallel ranks one shard of the model states spans (dp without hybrid
+        sharding)."""
+        return self.shard_group or self.dp
+
+    @property
+    def replicas(self) -> int:
+        """Copies of the sharded model states: dp / shard_group under hybrid sharding, else 1."""
+        return self.dp // self.shard_ranks
 
     @property
     def moe_tp(self) -> int:

@@ -91,6 +91,9 @@ class Stack(BaseModel):
     # family -> {GPU architecture or "default": the kernel (op name in the source's tables)}
     kernels: dict[str, dict[str, str]] = Field(default_factory=dict)
     training_memory: str = "amp"
+    # ZeRO-2/3 (FSDP) sharding inside pipeline stages: torchtitan's FSDP2 + PP does it;
+    # Megatron-Core and DeepSpeed shard only the optimizer state across pipelines
+    pipeline_sharding: bool = False
     provenance: str = Field(min_length=1)
 
     @field_validator("fused")
@@ -133,7 +136,8 @@ class Stack(BaseModel):
         """What a result prints about the stack it is for."""
         return {"name": self.name, "framework": self.framework, "version": self.version,
                 "attention": self.attention.value, "graph_capture": self.graph_capture.value,
-                "fused": sorted(self.fused), "training_memory": self.training_memory}
+                "fused": sorted(self.fused), "training_memory": self.training_memory,
+                "pipeline_sharding": self.pipeline_sharding}
 
 
 # Op groups a stack may fuse into neighbouring kernels (see perfcast.ops.FUSION_RULES).

@@ -33,6 +33,7 @@ from perfcast.train._layer import LayerKey, price_layers
 from perfcast.train._memory import state_bytes_per_param
 from perfcast.train._parts import Parts, layer_parts, params_per_gpu
 from perfcast.train._pipeline import stage_results, stage_tasks
+from perfcast.train._scale import scale_columns
 from perfcast.train._schedule import Schedule, build_schedule
 
 __all__ = ["EXPOSED_KINDS", "PipelineTasks", "evaluate", "pipeline_tasks", "plan_arrays"]
@@ -51,6 +52,11 @@ def plan_arrays(jobs: list[TrainJob]) -> dict[str, np.ndarray]:
         "dp": col(lambda j: j.plan.dp), "cp": col(lambda j: j.plan.cp),
         "ep": col(lambda j: j.plan.ep), "sp": col(lambda j: j.plan.sp, bool),
         "zero": col(lambda j: j.plan.zero_stage), "mb": col(lambda j: j.micro_batch),
+        "shard_dp": col(lambda j: j.plan.shard_ranks),
+        "sm_share": col(lambda j: j.overlap.sm_share(j.cluster.device.sm_count), float),
+        "overlap_loss": col(lambda j: j.overlap.overlap_loss, float),
+        "tp_overlap": col(lambda j: j.overlap.tp_comm_overlap, bool),
+        "replicas": col(lambda j: j.plan.replicas),
         "m": col(lambda j: j.micro_batches), "v": col(lambda j: j.virtual_stages),
         "recompute": col(lambda j: RECOMPUTE.index(j.recompute)),
         "global_batch": col(lambda j: j.global_batch), "seq": col(lambda j: j.seq_len),
@@ -150,7 +156,7 @@ def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
         done += len(members)
         if progress is not None:
             progress(done, len(jobs))
-    return out
+    return scale_columns(jobs, out)
 
 
 def _slice(parts: Parts, idx: np.ndarray) -> Parts:

@@ -10,7 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import Cluster, DType, ModelSpec, ParallelPlan, PipelineSchedule, Precision
+from perfcast.train._memory import MemoryBudget
 from perfcast.train._memory_policy import DEFAULT_MEMORY_POLICY, memory_policy
+from perfcast.train._overlap import CommOverlap
+from perfcast.train._scale import ScaleEffects
 
 __all__ = ["RECOMPUTE", "TrainJob", "training_precision"]
 
@@ -54,6 +57,14 @@ class TrainJob(BaseModel):
     lora_rank: int | None = Field(default=None, gt=0)
     memory_policy: str = Field(default=DEFAULT_MEMORY_POLICY, description="model-state "
                                "dtypes: a perfcast.train.MEMORY_POLICIES preset name")
+    scale: ScaleEffects = Field(default_factory=ScaleEffects, description="stragglers, "
+                                "host time, checkpoints (perfcast.train._scale; all off)")
+    overlap: CommOverlap = Field(default_factory=CommOverlap, description="what hiding "
+                                 "collectives under compute costs (SM contention, the "
+                                 "stack's fitted overlap loss)")
+    memory_budget: MemoryBudget = Field(default_factory=MemoryBudget, description="what part "
+                                        "of each GPU's memory the plan may fill (the CUDA-"
+                                        "visible bytes less the allocator's reserve)")
 
     def __init__(self, **data: Any):
         try:
@@ -66,6 +77,7 @@ class TrainJob(BaseModel):
         plan, model = self.plan, self.model
         model.require_uniform_layers("training")
         memory_policy(self.memory_policy).check(self.precision_or_default)
+        self.memory_budget.check(self.cluster.device)
         if model.kind == "encoder-decoder":
             raise InputError("model", f"{model.name} is an encoder-decoder; training is "
                              "modelled for decoder-only and encoder-only models",
@@ -96,10 +108,6 @@ class TrainJob(BaseModel):
 
     def _check_pipeline(self, m: int) -> None:
         plan = self.plan
-        if plan.pp > 1 and plan.zero_stage > 1:
-            raise InputError("plan.zero_stage", f"ZeRO-{plan.zero_stage} does not combine with "
-                             "pipeline parallelism (DeepSpeed and Megatron shard only the "
-                             "optimizer state across pipelines)", "0, 1 with pp > 1")
         chunks = plan.pp * plan.virtual_stages
         if chunks > self.model.num_layers:
             raise InputError("plan.virtual_stages", f"pp x virtual_stages = {chunks} exceeds "

@@ -20,26 +20,123 @@ FlashAttention (what the kernel model prices), which stores no s x s scores: the
 term of the paper is replaced by the softmax statistics (4 B per head per token), so
 selective recomputation — which the paper defines as dropping exactly that term — only
 frees those statistics.
+
+What a plan may fill (`MemoryBudget`): the bytes the CUDA allocator can get, not the
+marketed capacity. Vendors quote binary GiB as "GB" (nvidia-smi: an "A100 80GB" has 81,920 MiB,
+exactly 80 GiB; an "H100 80GB" 81,559 MiB, github.com/modal-labs/modal-client/pull/2797), so the
+catalog's decimal bytes read in GiB bound the physical memory from above; the CUDA total
+(cudaMemGetInfo, which still holds the CUDA context counted in `runtime`) is a little less:
+data/gpu_memory.json, per device with its source. The caching allocator's fragmentation is
+a fraction of that held back (`allocator_reserve`), 0 by default: PyTorch's default
+allocator loses 15% on average (up to 33%) under recomputation, ZeRO and LoRA on A100-80GB
+(GMLake, Guo et al., ASPLOS 2024, arxiv.org/abs/2401.08156), but expandable segments
+(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which NVIDIA's Megatron-Bridge memory
+guide says most launch templates set, docs.nvidia.com/nemo/megatron-bridge) remove most of
+it, and no published fraction carries to them; the 216 MosaicML runs that ran leave 4.7% of
+headroom under this accounting.
 """
 
 from __future__ import annotations
 
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfcast.compose import DDP_BUCKET_BYTES
+from perfcast.errors import InputError, from_validation_error
 from perfcast.ops._memory import NCCL_BYTES, RUNTIME_BYTES
-from perfcast.specs import ModelSpec, Precision, bytes_per_element
+from perfcast.specs import Device, ModelSpec, Precision, bytes_per_element
 from perfcast.train._memory_policy import TrainingMemoryPolicy, memory_policy
 from perfcast.train._schedule import Schedule, held
 
-__all__ = ["MEMORY_KINDS", "activation_bytes_per_layer", "eager_step_memory", "nccl_bytes",
-           "stage_memory", "state_bytes_per_param"]
+__all__ = ["MEMORY_KINDS", "MemoryBudget", "activation_bytes_per_layer", "eager_step_memory",
+           "nccl_bytes", "physical_bytes", "stage_memory", "state_bytes_per_param",
+           "usable_bytes"]
 
 MEMORY_KINDS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "runtime")
 
 DROPOUT_MASK_BYTES = 1.0  # Korthikanti et al. 2022: one byte per element
 LSE_BYTES = 4.0  # FlashAttention's fp32 log-sum-exp per head and query token
+GIB_PER_GB = 2**30 / 1e9  # a marketed "GB" of device memory is a GiB (module docstring)
+MIB = 2**20
+
+
+@cache
+def _gpu_memory() -> dict:
+    """The shipped CUDA-visible totals (data/gpu_memory.json)."""
+    path = resources.files("perfcast.train") / "data" / "gpu_memory.json"
+    return json.loads(path.read_text())
+
+
+def physical_bytes(device: Device) -> float:
+    """An upper bound on the device's memory: its catalog capacity read in GiB (vendors
+    quote GiB as GB; parts with ECC or reserved pages show less, never more)."""
+    return device.hbm_capacity_bytes * GIB_PER_GB
+
+
+def usable_bytes(device: Device) -> tuple[float, str]:
+    """(bytes the CUDA allocator can get on `device`, where that number comes from): the
+    shipped CUDA total, else nvidia-smi's total less the measured NVML-to-CUDA gap, else
+    the catalog capacity in decimal bytes (below what GiB-sized parts have)."""
+    table = _gpu_memory()
+    row = table["devices"].get(device.name)
+    if row is None:
+        return device.hbm_capacity_bytes, "catalog capacity (no measured CUDA total)"
+    if "cuda_total_bytes" in row:
+        return float(row["cuda_total_bytes"]), row["source"]
+    return (row["nvml_total_mib"] * MIB - table["nvml_to_cuda_gap_bytes"],
+            f"{row['source']}, less the NVML-to-CUDA gap ({table['nvml_to_cuda_gap_source']})")
+
+
+class MemoryBudget(BaseModel):
+    """What part of one GPU's memory a training plan may fill (module docstring):
+    `usable_bytes`, what the CUDA allocator can get (None: the device's shipped CUDA total,
+    `usable_bytes()`), less `allocator_reserve` of it held by the caching allocator."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    usable_bytes: float | None = Field(None, gt=0, description="bytes the CUDA allocator "
+                                       "can get on one GPU (torch.cuda.mem_get_info()[1]); "
+                                       "None: the shipped measured total for the device")
+    allocator_reserve: float = Field(0.0, ge=0.0, le=0.9, description="fraction of the "
+                                     "usable bytes the caching allocator holds but cannot "
+                                     "hand out (fragmentation); 0: expandable segments")
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_validation_error(exc, "memory_budget.") from None
+
+    def usable(self, device: Device) -> tuple[float, str]:
+        """(CUDA-visible bytes, their source): the given ones, else the device's."""
+        if self.usable_bytes is None:
+            return usable_bytes(device)
+        return self.usable_bytes, "given"
+
+    def budget_bytes(self, device: Device) -> float:
+        """Bytes a plan may need per GPU and still fit: usable less the allocator reserve."""
+        return self.usable(device)[0] * (1.0 - self.allocator_reserve)
+
+    def check(self, device: Device) -> None:
+        """Given usable bytes above the device's physical memory are refused."""
+        top = physical_bytes(device)
+        if self.usable_bytes is not None and self.usable_bytes > top:
+            raise InputError("memory_budget.usable_bytes", f"{self.usable_bytes:.4g} B exceeds "
+                             f"{device.name}'s {top:.4g} B of physical memory",
+                             f"<= {top:.4g}")
+
+    def describe(self, device: Device) -> dict[str, Any]:
+        """The budget as a result's inputs print it (bytes and the source of each)."""
+        usable, source = self.usable(device)
+        return {"physical_bytes": physical_bytes(device), "usable_bytes": usable,
+                "usable_source": source, "allocator_reserve": self.allocator_reserve,
+                "budget_bytes": self.budget_bytes(device)}
 
 
 def _kv_local(model: ModelSpec, tp: np.ndarray) -> np.ndarray:
@@ -138,8 +235,8 @@ def stage_memory(sc: Schedule, dense: np.ndarray, moe: np.ndarray, first: np.nda
     """Per plan, the bytes of its fullest stage, by kind (module docstring)."""
     zero, tp = plans["zero"][:, None], plans["tp"]
     opt_zero = np.maximum(zero, 1) if state.get("distributed_optimizer") else zero
-    shard = (plans["dp"] * plans["cp"])[:, None]
-    edp = (tp * plans["dp"] * plans["cp"] // (plans["ep"] * plans["moe_tp"]))[:, None]
+    shard = (plans["shard_dp"] * plans["cp"])[:, None]
+    edp = (tp * plans["shard_dp"] * plans["cp"] // (plans["ep"] * plans["moe_tp"]))[:, None]
     frozen_d = stage["dense_held"] - stage["dense_train"]
     frozen_e = stage["expert_held"] - stage["expert_train"]
     mem = {"weights": (stage["dense_train"] * state["weights"]
@@ -176,7 +273,7 @@ def _buffers(plans, params, state, model, precision, tokens, has_moe) -> np.ndar
     prefetched full layer and its gradient, p2p activations, MoE dispatch/combine, and NCCL's
     own per communicator."""
     tp, cp, dp, pp, ep, zero = (plans[k] for k in ("tp", "cp", "dp", "pp", "ep", "zero"))
-    shard = dp * cp
+    shard = plans["shard_dp"] * cp
     out = np.where((shard > 1) & (zero < 3), 2.0 * DDP_BUCKET_BYTES, 0.0)
     layer = np.maximum(params["layer"], params["moe_dense"] + params["moe_experts"])
     trained = np.maximum(params["train_layer"], params["train_moe"])
@@ -188,7 +285,7 @@ def _buffers(plans, params, state, model, precision, tokens, has_moe) -> np.ndar
     if has_moe:
         out += np.where(ep > 1, 2 * tokens * model.moe.experts_per_token * model.hidden_size
                         * a, 0.0)
-    for group in (tp, cp, shard, np.where(pp > 1, 2, 1), ep):
+    for group in (tp, cp, shard, plans["replicas"], np.where(pp > 1, 2, 1), ep):
         out += nccl_bytes(group)
     return out
 

@@ -3,14 +3,16 @@ kernel seconds and the communication each runs inline (exposed), by kind.
 
 Inline communication sits on the critical path of the layer that issues it:
   TP (Megatron, Shoeybi et al. 2019): two all-reduces per layer forward, two backward; with
-  sequence parallelism each becomes a reduce-scatter plus an all-gather (same bytes).
+  sequence parallelism each becomes a reduce-scatter plus an all-gather (same bytes);
+  exposed unless the stack overlaps them with the layer's GEMMs (CommOverlap.tp_comm_overlap).
   EP (GShard/Switch; Megatron-Core MoE): all-to-all dispatch and combine, forward and
   backward, waiting on the most loaded rank (its share grows with `expert_skew`).
   CP ring attention (Liu et al. 2023; Megatron-Core CP): cp - 1 KV hops per layer, each
   overlapped with one block of attention; backward sends KV and its gradient.
   ZeRO-3 / FSDP (Rajbhandari et al. 2020; Zhao et al. 2023): each layer's parameters are
   all-gathered before its forward and backward, prefetched under the previous layer's
-  compute, and its gradients reduce-scattered after its backward.
+  compute, and its gradients reduce-scattered after its backward, within the shard group
+  (all dp x cp ranks; under hybrid sharding, shard_group x cp consecutive ranks).
 """
 
 from __future__ import annotations
@@ -143,6 +145,10 @@ def layer_parts(keys: list[LayerKey], costs: list[LayerCost], plans: dict[str, n
         for kind in ("tp", "sp", "ep_alltoall"):
             f, b = inline[("forward", kind)], inline[("backward", kind)]
             exposed[(part, kind)] = (f, b + full * f)
+            if kind != "ep_alltoall":
+                total[(part, kind)] = exposed[(part, kind)]
+                exposed[(part, kind)] = _tp_overlapped(exposed[(part, kind)], comp, attn,
+                                                       plans["tp_overlap"])
         hop = intra["cp_hop"][idx] if layer else zero
         cp_f = (cp - 1) * np.maximum(hop - attn["forward"] / cp, 0.0)
         cp_b = (cp - 1) * np.maximum(2 * hop - attn["backward"] / cp, 0.0)
@@ -152,6 +158,20 @@ def layer_parts(keys: list[LayerKey], costs: list[LayerCost], plans: dict[str, n
     for key, pair in exposed.items():
         total.setdefault(key, pair)
     return Parts(exposed=exposed, total=total, recompute=recompute)
+
+
+def _tp_overlapped(pair: tuple[np.ndarray, np.ndarray], comp: dict, attn: dict,
+                   on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TP communication overlap (Megatron-Core --tp-comm-overlap, Transformer Engine
+    userbuffers: each TP all-gather / reduce-scatter is split into chunks pipelined with the
+    GEMM that consumes or produces it; Wang et al. 2023, "Overlap Communication with Dependent
+    Computation via Decomposition", ASPLOS): only what outlasts the layer's non-attention
+    kernels stays exposed, per pass."""
+    out = []
+    for comm_s, phase in zip(pair, ("forward", "backward"), strict=True):
+        gemm_s = comp[phase] - attn[phase]
+        out.append(np.where(on, np.maximum(comm_s - gemm_s, 0.0), comm_s))
+    return out[0], out[1]
 
 
 def _zero3(part: str, exposed: dict, total: dict, plans: dict[str, np.ndarray],
@@ -170,7 +190,7 @@ def _zero3(part: str, exposed: dict, total: dict, plans: dict[str, np.ndarray],
     else:
         held = params["moe_dense"] + params["moe_experts"]
         trained = params["train_moe"] + params["moe_experts"] * params["full_finetune"]
-    group, stride = plans["dp"] * plans["cp"], plans["tp"]
+    group, stride = plans["shard_dp"] * plans["cp"], plans["tp"]
     ag = on * group_collective(comm, cluster, "allgather", held * state["gathered"], group,
                                stride)
     rs = on * group_collective(comm, cluster, "reducescatter", trained * state["gradients"],

@@ -128,8 +128,8 @@ def _gradient_sync(sc, start, end, stage, plans, state, cluster, comm) -> dict[s
     """Per stage: when its gradient reduction ends, its optimizer's parameter count and its
     post-step parameter all-gather (ZeRO-1/2)."""
     zero = plans["zero"][:, None]
-    shard = (plans["dp"] * plans["cp"])[:, None] * np.ones(sc.p)
-    edp = (plans["tp"] * plans["dp"] * plans["cp"]
+    shard = (plans["shard_dp"] * plans["cp"])[:, None] * np.ones(sc.p)
+    edp = (plans["tp"] * plans["shard_dp"] * plans["cp"]
            // (plans["ep"] * plans["moe_tp"]))[:, None] * np.ones(sc.p)
     stride_d = plans["tp"][:, None] * np.ones(sc.p)
     stride_e = plans["ep"][:, None] * np.ones(sc.p)
@@ -146,6 +146,9 @@ def _gradient_sync(sc, start, end, stage, plans, state, cluster, comm) -> dict[s
             total[rows] += t
             last_bucket[rows] = np.maximum(last_bucket[rows], one)
     total *= np.where(zero == 2, plans["m"][:, None], 1)
+    replica_t, replica_one = _replica_sync(stage, plans, shard, edp, grad, cluster, comm)
+    total += replica_t
+    last_bucket = np.maximum(last_bucket, replica_one)
     stage_end = end[:, sc.order[:, -1]]
     window = np.where(zero == 2, _first_backward(sc, start),
                       start[:, sc.final_backward].min(axis=2))
@@ -161,9 +164,30 @@ def _gradient_sync(sc, start, end, stage, plans, state, cluster, comm) -> dict[s
             gather[post] += group_collective(comm, cluster, "allgather",
                                              held[post] * state["gathered"], group[post],
                                              stride[post])
-    return {"end": sync_end, "stage_end": stage_end, "reduce": total, "allgather": gather,
+    return {"end": sync_end, "stage_end": stage_end, "reduce": total, "replica": replica_t,
+            "allgather": gather,
             "optimizer_params": opt_params, "gradient_bytes": (stage["dense_train"]
                                                               + stage["expert_train"]) * grad}
+
+
+def _replica_sync(stage, plans, shard, edp, grad, cluster, comm
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Hybrid sharding (HSDP, FSDP2 HYBRID_SHARD): after the reduce-scatter inside its shard
+    group, each rank all-reduces its gradient shard with the rank holding the same shard in
+    every other replica, once per iteration (Zhao et al. 2023, PyTorch FSDP, section 3.2.2).
+    Replica groups are tp x shard_dp x cp GPUs apart. (total, last bucket) seconds [n, p]."""
+    rows = (plans["replicas"] > 1)[:, None] & np.ones(shard.shape[1], dtype=bool)
+    total, last = np.zeros(shard.shape), np.zeros(shard.shape)
+    if not rows.any():
+        return total, last
+    replicas = plans["replicas"][:, None] * np.ones(shard.shape[1])
+    apart = (plans["tp"] * plans["shard_dp"] * plans["cp"])[:, None] * np.ones(shard.shape[1])
+    for held, group in ((stage["dense_train"], shard), (stage["expert_train"], edp)):
+        t, one = bucketed_reduction(comm, cluster, "allreduce", (held / group * grad)[rows],
+                                    replicas[rows], apart[rows])
+        total[rows] += t
+        last[rows] = np.maximum(last[rows], one)
+    return total, last
 
 
 def _first_backward(sc: Schedule, start: np.ndarray) -> np.ndarray:
@@ -188,9 +212,12 @@ def _assemble(spent, busy, made, no_send, finish, sync, totals, send, sc,
            "breakdown.optimizer_s": rest - dp_exposed - gather}
     exposed = {k: spent[k][rows, hot] for k in INLINE_KINDS}
     zero = plans["zero"]
-    exposed["dp_allreduce"] = np.where(zero == 0, dp_exposed, 0.0)
-    exposed["zero_reducescatter"] = exposed["zero_reducescatter"] + np.where(zero > 0,
-                                                                             dp_exposed, 0.0)
+    reduce, replica = sync["reduce"][rows, crit], sync["replica"][rows, crit]
+    # under ZeRO the tail is the in-group reduce-scatter and the replicas' all-reduce (HSDP)
+    to_replicas = np.where(zero == 0, 1.0, np.divide(replica, reduce, out=np.zeros(n),
+                                                     where=reduce > 0))
+    exposed["dp_allreduce"] = dp_exposed * to_replicas
+    exposed["zero_reducescatter"] = exposed["zero_reducescatter"] + dp_exposed * (1 - to_replicas)
     exposed["zero_allgather"] = exposed["zero_allgather"] + gather
     exposed["pp_sendrecv"] = made - no_send
     for kind, value in exposed.items():
@@ -198,9 +225,9 @@ def _assemble(spent, busy, made, no_send, finish, sync, totals, send, sc,
     out["breakdown.exposed_comm_s"] = sum(exposed.values())
     full = _per_stage(totals, plans["m"].astype(float))
     comm_total = {k: full[k][rows, hot] for k in INLINE_KINDS}
-    comm_total["dp_allreduce"] = np.where(zero == 0, sync["reduce"][rows, crit], 0.0)
+    comm_total["dp_allreduce"] = np.where(zero == 0, reduce, replica)
     comm_total["zero_reducescatter"] = comm_total["zero_reducescatter"] + np.where(
-        zero > 0, sync["reduce"][rows, crit], 0.0)
+        zero > 0, reduce - replica, 0.0)
     comm_total["zero_allgather"] = comm_total["zero_allgather"] + sync["allgather"][rows, crit]
     comm_total["pp_sendrecv"] = send * sc.sends[hot]
     for kind, value in comm_total.items():
@@ -209,4 +236,19 @@ def _assemble(spent, busy, made, no_send, finish, sync, totals, send, sc,
     out["bubble_fraction"] = np.divide(out["breakdown.bubble_s"], no_send,
                                        out=np.zeros(n), where=no_send > 0)
     out["gradient_bytes"] = sync["gradient_bytes"][rows, crit]
+    _overlap_costs(out, exposed, comm_total, plans)
     return out
+
+
+def _overlap_costs(out: dict[str, np.ndarray], exposed: dict[str, np.ndarray],
+                   comm_total: dict[str, np.ndarray], plans: dict[str, np.ndarray]) -> None:
+    """Add what hiding collectives costs (perfcast.train._overlap): SM contention and the
+    stack's overlap loss, each a rate per hidden second (every kind's full time minus its
+    exposed part; p2p sends, one or two channels, excepted), to the iteration."""
+    hidden = sum(np.maximum(comm_total[k] - exposed[k], 0.0) for k in comm_total
+                 if k != "pp_sendrecv")
+    out["breakdown.hidden_comm_s"] = hidden  # not a part of the sum: what the two rates price
+    out["breakdown.contention_s"] = plans["sm_share"] * hidden
+    out["breakdown.overlap_loss_s"] = plans["overlap_loss"] * hidden
+    out["iteration_time_s"] = (out["iteration_time_s"] + out["breakdown.contention_s"]
+                               + out["breakdown.overlap_loss_s"])

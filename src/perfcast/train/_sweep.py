@@ -20,7 +20,9 @@ from perfcast.train._engine import evaluate
 from perfcast.train._flops import model_flops
 from perfcast.train._forecast import default_time_model
 from perfcast.train._job import RECOMPUTE, TrainJob
+from perfcast.train._memory import MemoryBudget
 from perfcast.train._memory_policy import DEFAULT_MEMORY_POLICY
+from perfcast.train._overlap import CommOverlap
 
 __all__ = ["SWEEP_COLUMNS", "sweep_plans"]
 
@@ -71,7 +73,11 @@ def _schedules(pp: int, m: int, layers: int, virtual: tuple[int, ...]):
 def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_batch: int,
           precision: Precision | None, lora_rank: int | None, micro_batch_sizes, zero_stages,
           recompute, virtual, max_cp: int, expert_skew: float,
-          memory_policy: str = DEFAULT_MEMORY_POLICY) -> list[TrainJob]:
+          memory_policy: str = DEFAULT_MEMORY_POLICY,
+          overlap: CommOverlap | None = None,
+          memory_budget: MemoryBudget | None = None) -> list[TrainJob]:
+    overlap = overlap or CommOverlap()
+    memory_budget = memory_budget or MemoryBudget()
     jobs = []
     for tp, cp, pp, dp, ep in _layouts(model, cluster, gpus, seq_len, max_cp):
         for sp in (False, True) if tp > 1 else (False,):
@@ -90,7 +96,8 @@ def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_ba
                                 model=model, cluster=cluster, plan=plan, seq_len=seq_len,
                                 micro_batch=mb, global_batch=global_batch,
                                 precision=precision, recompute=rc, lora_rank=lora_rank,
-                                memory_policy=memory_policy))
+                                memory_policy=memory_policy, overlap=overlap,
+                                memory_budget=memory_budget))
     return jobs
 
 
@@ -103,13 +110,17 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
                 time_model: ExecutionTimeModel | None = None,
                 comm_model: CollectiveModel | None = None,
                 progress: ProgressFn | None = None,
-                memory_policy: str = DEFAULT_MEMORY_POLICY) -> pd.DataFrame:
+                memory_policy: str = DEFAULT_MEMORY_POLICY,
+                overlap: CommOverlap | None = None,
+                memory_budget: MemoryBudget | None = None) -> pd.DataFrame:
     """Forecast every valid plan (tp within a node; cp a power of two; ZeRO-2/3 only
     without PP) and return one row per plan (SWEEP_COLUMNS), plans that fit first, then by
     tokens/s. `max_plans` keeps that many, evenly spaced over the enumeration order.
     `progress(done, total)`: plans forecast, of all (see `evaluate`); by default the one
     `perfcast.progress.reporting` set, if any. `memory_policy`: the model-state dtypes
-    (perfcast.train.MEMORY_POLICIES)."""
+    (perfcast.train.MEMORY_POLICIES); `overlap`: what hiding collectives costs (default:
+    SM contention alone); `memory_budget`: what part of each GPU a plan may fill (`fits`;
+    default: the device's CUDA-visible bytes)."""
     gpus = num_gpus or cluster.num_gpus
     if gpus > cluster.num_gpus or gpus < 1:
         raise InputError("num_gpus", f"{gpus} GPUs on a {cluster.num_gpus}-GPU cluster",
@@ -120,10 +131,10 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
     # a representative job validates the shared fields (model, batch, precision, LoRA)
     TrainJob(model=model, cluster=cluster, plan=ParallelPlan(dp=1), seq_len=seq_len,
              micro_batch=1, global_batch=global_batch, precision=precision, lora_rank=lora_rank,
-             memory_policy=memory_policy)
+             memory_policy=memory_policy, memory_budget=memory_budget or MemoryBudget())
     jobs = _jobs(model, cluster, gpus, seq_len, global_batch, precision, lora_rank,
                  micro_batch_sizes, zero_stages, recompute, virtual_stages, max_cp, expert_skew,
-                 memory_policy)
+                 memory_policy, overlap, memory_budget)
     if not jobs:
         raise InputError("global_batch", f"no plan splits {global_batch} sequences over "
                          f"{gpus} GPUs with micro-batches {list(micro_batch_sizes)}",
@@ -155,7 +166,8 @@ def _table(jobs, cols, model, cluster, seq_len, global_batch, precision, lora_ra
         "iteration_time_s": time_s, "tokens_per_s": tokens / time_s,
         "tflops_per_gpu": flops / time_s / gpus / 1e12, "mfu": flops / (time_s * gpus * peak),
         "memory_per_gpu_bytes": cols["memory_per_gpu_bytes"],
-        "fits": cols["memory_per_gpu_bytes"] <= cluster.device.hbm_capacity_bytes,
+        "fits": cols["memory_per_gpu_bytes"] <= jobs[0].memory_budget.budget_bytes(
+            cluster.device),
         "bubble_fraction": cols["bubble_fraction"],
         "exposed_comm_s": cols["breakdown.exposed_comm_s"]}, columns=SWEEP_COLUMNS)
     order = np.lexsort((np.arange(len(df)), -df["tokens_per_s"].to_numpy(),

@@ -61,6 +61,7 @@ from perfcast.validate._silicon import (
 from perfcast.validate._training import (
     TRAINING_METHODS,
     TRAINING_TARGET_MAPE,
+    TRAINING_TARGET_UNDER,
     load_training_points,
     mosaicml_mfu,
     points_from_csv,
@@ -86,7 +87,8 @@ __all__ = [
     "load_serving_points", "point_precision", "sample_serving_points", "serving_residuals",
     "summarise", "validate_kernels", "validate_models", "validate_serving",
     "validate_serving_steps",
-    "TRAINING_METHODS", "TRAINING_TARGET_MAPE", "StackScaled", "load_training_calibration",
+    "TRAINING_METHODS", "TRAINING_TARGET_MAPE", "TRAINING_TARGET_UNDER", "StackScaled",
+    "load_training_calibration",
     "load_training_points", "mosaicml_mfu", "points_from_csv", "roofline_point",
     "training_job", "training_point", "training_residuals", "validate_training",
     "KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",

@@ -13,8 +13,11 @@ Splits (what the forecast has seen of the rows it is judged on):
 - held-out:source: Vidur's intra-node all-reduce (another testbed, NCCL version and timer);
 - fit:p2p: Vidur's intra-node send/recv, which the p2p terms were fitted on;
 - held-out:multi-node: Vidur's 2-node all-reduce (2-16 GPUs) with the network from the
-  preset's spec (nccl) or from Vidur's 2-node send/recv (nccl:p2p-network, one adapter per
-  GPU; nccl:p2p-network-shared, one per node), and 2-node send/recv on the spec network.
+  preset's spec (nccl) or from Vidur's 2-node send/recv only (never from the all-reduce rows
+  scored): as every adapter's rate (nccl:p2p-network, one adapter per GPU;
+  nccl:p2p-network-shared, one per node) or as each GPU's flow through the preset's HDR
+  adapters (nccl:fabric-nic-per-gpu, one per GPU; nccl:fabric-nic-per-node, one shared per
+  node), and 2-node send/recv on the spec network; multi_node_by_size() per message size.
 Methods: nccl (NcclModel auto), ring_alphabeta (RingAlphaBeta on the preset's fitted
 constants) and spec_alphabeta (ring bytes over the spec link bandwidth plus 10 us,
 AIConfigurator systems/*.yaml p2p_latency: nothing fitted).
@@ -137,26 +140,64 @@ def _two_nodes(cluster: Cluster, per_node: int, inter=None) -> Cluster:
     return cluster.model_copy(update=update)
 
 
-def _multi_node_split() -> list[dict]:
-    out = []
-    preset = get_cluster("dgx-a100", 16)
-    send = _vidur("sendrecv", "nccl:a100_dgx:2nodes")
+def _p2p_network(preset: Cluster, folder: str) -> tuple[float, float, float]:
+    """(latency, hop latency, bandwidth) of the network from the 2-node send/recv rows alone,
+    what a user can measure (nccl-tests sendrecv_perf): t = latency + bytes / bandwidth; the
+    hop is the 2-node latency less the GPU's 1-node send/recv base (the NCCL call's own cost,
+    already priced inside the node)."""
+    send = _vidur("sendrecv", f"nccl:{folder}:2nodes")
     latency, bandwidth = fit_p2p(send["m"].to_numpy(), send["latency_s"].to_numpy())
+    base = shipped_link_fits()[preset.device.name].p2p_base_s or 0.0
+    return latency, max(latency - base, 0.0), bandwidth
+
+
+def _multi_node_clusters(preset: Cluster, per: int) -> dict[str, Cluster]:
+    """The 2-node cluster of `per` GPUs a node under each network description: the preset's
+    spec (nccl); the send/recv rate as every adapter's rate, one per GPU (nccl:p2p-network)
+    or one per node (nccl:p2p-network-shared); the send/recv rate as each GPU's flow through
+    the preset's HDR adapters, one per GPU as in a DGX A100 (nccl:fabric-nic-per-gpu) or one
+    shared per node (nccl:fabric-nic-per-node)."""
+    latency, hop, bandwidth = _p2p_network(preset, "a100_dgx")
     net = preset.inter_node.model_copy(update={"bandwidth_bps": bandwidth,
                                                "latency_s": latency})
-    rows = _vidur("allreduce", "nccl:a100_dgx:2nodes")
+    fabric = preset.inter_node.model_copy(update={"latency_s": hop,
+                                                  "flow_bandwidth_bps": bandwidth})
+    shared = {"gpus_per_nic": max(per, 1)}
+    return {"nccl": _two_nodes(preset, per),
+            "nccl:p2p-network": _two_nodes(preset, per, net),
+            "nccl:p2p-network-shared": _two_nodes(preset, per, net.model_copy(update=shared)),
+            "nccl:fabric-nic-per-gpu": _two_nodes(preset, per, fabric),
+            "nccl:fabric-nic-per-node": _two_nodes(preset, per,
+                                                   fabric.model_copy(update=shared))}
+
+
+def _multi_node_rows() -> pd.DataFrame:
+    """Vidur's 2-node A100 all-reduce rows, each priced by every method (one column each)."""
+    preset = get_cluster("dgx-a100", 16)
+    rows = _vidur("allreduce", "nccl:a100_dgx:2nodes").reset_index(drop=True)
+    priced = []
     for n in sorted(rows["n"].unique()):
-        sel = rows[rows["n"] == n]
+        sel = rows[rows["n"] == n].copy()
         per = int(n) // 2
-        variants = {"nccl": _two_nodes(preset, per),
-                    "nccl:p2p-network": _two_nodes(preset, per, net),
-                    "nccl:p2p-network-shared": _two_nodes(
-                        preset, per, net.model_copy(update={"gpus_per_nic": max(per, 1)}))}
-        for method, cluster in variants.items():
-            out += _score(sel, _price(NcclModel(), sel, cluster), "held-out:multi-node",
+        for method, cluster in _multi_node_clusters(preset, per).items():
+            sel[method] = _price(NcclModel(), sel, cluster)
+        sel["spec_alphabeta"] = _price(RingAlphaBeta(), sel,
+                                       spec_cluster(_two_nodes(preset, per)))
+        priced.append(sel)
+    return pd.concat(priced, ignore_index=True)
+
+
+MULTI_NODE_METHODS = ("nccl", "nccl:p2p-network", "nccl:p2p-network-shared",
+                      "nccl:fabric-nic-per-gpu", "nccl:fabric-nic-per-node", "spec_alphabeta")
+
+
+def _multi_node_split() -> list[dict]:
+    out = []
+    priced = _multi_node_rows()
+    for n, sel in priced.groupby("n", sort=True):
+        for method in MULTI_NODE_METHODS:
+            out += _score(sel, sel[method].to_numpy(), "held-out:multi-node",
                           f"a100-sxm4-80gb/{int(n)}gpu", method)
-        out += _score(sel, _price(RingAlphaBeta(), sel, spec_cluster(_two_nodes(preset, per))),
-                      "held-out:multi-node", f"a100-sxm4-80gb/{int(n)}gpu", "spec_alphabeta")
     for folder, device in VIDUR_DEVICES.items():
         cluster = _two_nodes(cluster_for(get_device(device), 16), 1)
         sel = _vidur("sendrecv", f"nccl:{folder}:2nodes")
@@ -165,6 +206,19 @@ def _multi_node_split() -> list[dict]:
         out += _score(sel, _price(RingAlphaBeta(), sel, spec_cluster(cluster)),
                       "held-out:multi-node", device, "spec_alphabeta")
     return out
+
+
+def multi_node_by_size() -> pd.DataFrame:
+    """Vidur's 2-node all-reduce per group size and message size (binned to the power of two
+    at or below it): columns n, bytes, rows, then each method's MAPE (held-out:multi-node)."""
+    priced = _multi_node_rows()
+    priced["bytes"] = 2.0 ** np.floor(np.log2(priced["m"]))
+    y = priced["latency_s"].to_numpy()
+    ape = pd.DataFrame({m: np.abs(priced[m].to_numpy() / y - 1) for m in MULTI_NODE_METHODS})
+    ape["n"], ape["bytes"] = priced["n"].astype(int), priced["bytes"].astype(np.int64)
+    table = ape.groupby(["n", "bytes"]).mean().reset_index()
+    table.insert(2, "rows", ape.groupby(["n", "bytes"]).size().to_numpy())
+    return table
 
 
 def validate_collectives(splits: list[str] | None = None, progress: ProgressFn | None = None

@@ -46,7 +46,11 @@ from perfcast.validate._serving import (
 from perfcast.validate._serving_disagg import disagg_point, load_disagg_points
 from perfcast.validate._serving_sim import engine_point
 from perfcast.validate._silicon import shipped_coverage
-from perfcast.validate._training import TRAINING_METHODS, TRAINING_TARGET_MAPE
+from perfcast.validate._training import (
+    TRAINING_METHODS,
+    TRAINING_TARGET_MAPE,
+    TRAINING_TARGET_UNDER,
+)
 from perfcast.validate._training_calibration import validate_training
 
 __all__ = ["KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",
@@ -349,7 +353,8 @@ def training_report(method: list[str] | None = None, split: list[str] | None = N
         raise InputError("by", f"unknown grouping {by!r}", list(TRAINING_BY))
     rows = validate_training(methods=methods, splits=splits, progress=progress)
     rows = rows[rows["by"] == TRAINING_BY[by]].reset_index(drop=True)
-    return ValidationReport(rows, {"target_mape": TRAINING_TARGET_MAPE})
+    return ValidationReport(rows, {"target_mape": TRAINING_TARGET_MAPE,
+                                   "target_under_predicted": list(TRAINING_TARGET_UNDER)})
 
 
 # --- collectives ---------------------------------------------------------------------------

@@ -30,11 +30,14 @@ from perfcast.specs import DType, ParallelPlan, get_cluster, get_model
 from perfcast.train import TrainJob, default_time_model, forecast_training, training_precision
 from perfcast.validate._stats import ape_summary
 
-__all__ = ["TRAINING_METHODS", "TRAINING_TARGET_MAPE", "load_training_points", "mosaicml_mfu",
+__all__ = ["TRAINING_METHODS", "TRAINING_TARGET_MAPE", "TRAINING_TARGET_UNDER",
+           "load_training_points", "mosaicml_mfu",
            "points_from_csv", "roofline_point", "summarise_training", "training_job",
            "training_point", "training_residuals"]
 
-TRAINING_TARGET_MAPE = 0.05  # issue 7: MAPE of MFU and tokens/s
+TRAINING_TARGET_MAPE = 0.08  # issue 21: MAPE of MFU and tokens/s, each held-out scheme
+# issue 21: share of rows forecast too fast (measured slower) within these bounds: no bias
+TRAINING_TARGET_UNDER = (0.35, 0.65)
 # Node presets per benchmark hardware (README: A100 nodes with 1600 Gb/s RoCE between nodes,
 # 200 Gb/s per GPU, as dgx-a100*'s inter_node link; H100: the dgx-h100 preset's links).
 HARDWARE_CLUSTERS = {"A100-40GB": "dgx-a100-40gb", "A100-80GB": "dgx-a100",
@@ -195,21 +198,25 @@ def training_residuals(forecast_point: ForecastPoint,
             rows.append({"point_id": p["point_id"], "device": p["device"], "model": p["model"],
                          "scale": scale_bucket(int(p["num_gpus"])), "metric": metric,
                          "measured": measured, "forecast": pred,
-                         "ape": abs(pred / measured - 1.0)})
+                         "ape": abs(pred / measured - 1.0), "too_fast": pred > measured})
     out = pd.DataFrame(rows, columns=["point_id", "device", "model", "scale", "metric",
-                                      "measured", "forecast", "ape"])
+                                      "measured", "forecast", "ape", "too_fast"])
     out.attrs["skipped"] = skipped
     return out
 
 
 def summarise_training(res: pd.DataFrame, split: str, method: str) -> pd.DataFrame:
     """Rows per device (and 'all') x group: the metric alone (`by`='metric'), per GPU-count
-    bucket ('<bucket>/<metric>', `by`='scale') and per model ('<model>/<metric>', 'model')."""
+    bucket ('<bucket>/<metric>', `by`='scale') and per model ('<model>/<metric>', 'model');
+    `under_predicted`: the share of rows forecast too fast (iteration time under-predicted)."""
     both = pd.concat([res, res.assign(device="all")], ignore_index=True)
     parts = []
     for by, label in (("metric", None), ("scale", "scale"), ("model", "model")):
         group = both["metric"] if label is None else both[label] + "/" + both["metric"]
-        parts.append(ape_summary(both.assign(group=group, by=by), ["device", "by", "group"]))
+        keyed = both.assign(group=group, by=by)
+        summary = ape_summary(keyed, ["device", "by", "group"])
+        under = keyed.groupby(["device", "by", "group"], sort=True)["too_fast"].mean()
+        parts.append(summary.assign(under_predicted=under.to_numpy(dtype=float)))
     out = pd.concat(parts, ignore_index=True).assign(split=split, method=method)
     return out[["split", "device", "group", "method", "mape", "median_ape", "p90_ape", "n",
-                "by"]]
+                "by", "under_predicted"]]

@@ -1,14 +1,17 @@
 """A training-stack calibration, fitted on MosaicML's measured grid and scored held out.
 
 perfcast's kernel model is calibrated on kernel benchmarks; a training stack (here MosaicML
-llm-foundry: eager PyTorch, FSDP, triton/flash attention, 2023) reaches less. Two time factors
-per GPU generation describe how much less: `other` for every non-attention kernel (GEMMs,
-norms, activations, the optimizer) and `attention` for the attention kernels. A forecast's
-iteration is then other x (non-attention seconds) + attention x (attention seconds) +
-exposed communication, its own breakdown with the two kernel classes scaled (`StackScaled`
-is that time model). Factors are fitted by least squares on log(forecast / measured) and
-judged on rows left out of the fit: the other generation (`heldout_device`) or the same
-generation's other models (`heldout_model`).
+llm-foundry: eager PyTorch, FSDP, triton/flash attention, 2023) reaches less. Three numbers,
+shared by every GPU generation, describe how much less (perfcast.train._stack, schema 2):
+`other` for every non-attention kernel (GEMMs, norms, activations, the optimizer),
+`attention` for the attention kernels on the architecture they were written for (times
+LEGACY_ATTENTION on a newer one), and `overlap_loss` per second of communication the
+forecast hides under compute. A forecast's iteration is then other x (non-attention
+seconds) + attention x penalty x (attention seconds) + overlap_loss x (hidden communication
+seconds) + the rest (exposed communication, bubble, SM contention), its own breakdown scaled
+(`StackScaled` and `CommOverlap` are that model). Factors are fitted by least squares on
+log(forecast / measured) and judged on rows left out of the fit: the other generation
+(`heldout_device`) or every other model's rows on both generations (`heldout_model`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from perfcast.progress import ProgressFn, offset
 from perfcast.train import (
     ATTENTION_FAMILIES,
     StackScaled,
+    attention_penalty,
     default_time_model,
     forecast_training,
     load_stack,
@@ -42,6 +46,7 @@ __all__ = ["ATTENTION_FAMILIES", "SCHEMES", "StackScaled", "fit_stack_factors",
            "scaled_seconds", "validate_training"]
 
 SCHEMES = ("heldout_device", "heldout_model")
+KERNEL_ARCH = "Ampere"  # llm-foundry's 2023 attention kernels (triton / FlashAttention-2)
 
 
 def generation(cluster_device: str) -> str:
@@ -53,8 +58,9 @@ def kernel_split(points: pd.DataFrame, time_model: ExecutionTimeModel,
                  progress: ProgressFn | None = None) -> pd.DataFrame:
     """Per point, from `forecast_training` with `time_model`: the iteration, its attention
     kernel seconds (a second forecast pricing only attention), the other scalable seconds
-    (compute + optimizer - attention), the rest (exposed comm, bubble), and its own MFU.
-    `progress(done, total)` is called after each point."""
+    (compute + optimizer - attention), the communication hidden under compute, the rest
+    (exposed comm, bubble, contention), the stack's attention penalty on the point's GPU
+    and its own MFU. `progress(done, total)` is called after each point."""
     only_attention = StackScaled(time_model, attention=1.0, other=0.0)
     rows = []
     for done, (_, p) in enumerate(points.iterrows(), start=1):
@@ -66,7 +72,9 @@ def kernel_split(points: pd.DataFrame, time_model: ExecutionTimeModel,
         rows.append({"point_id": p["point_id"], "generation": generation(device.name),
             "arch": device.arch, "model": p["model"], "iteration_s": fc.iteration_time_s,
             "attention_s": attention, "other_s": scalable - attention,
+            "hidden_s": fc.breakdown["hidden_comm_s"],
             "fixed_s": fc.iteration_time_s - scalable, "mfu": fc.mfu,
+            "penalty": attention_penalty(device.arch, KERNEL_ARCH),
             "measured_s": job.tokens / (float(p["tokens_per_s_per_gpu"]) * job.plan.num_gpus)})
         if progress is not None:
             progress(done, len(points))
@@ -74,77 +82,90 @@ def kernel_split(points: pd.DataFrame, time_model: ExecutionTimeModel,
 
 
 def scaled_seconds(split: pd.DataFrame, other: np.ndarray | float,
-                   attention: np.ndarray | float) -> np.ndarray:
-    """Iteration seconds with the kernel classes scaled (exposed comm held as forecast)."""
-    return (other * split["other_s"].to_numpy() + attention * split["attention_s"].to_numpy()
-            + split["fixed_s"].to_numpy())
+                   attention: np.ndarray | float,
+                   overlap_loss: np.ndarray | float = 0.0) -> np.ndarray:
+    """Iteration seconds with the kernel classes scaled and the stack's overlap loss on the
+    hidden communication (the rest held as forecast)."""
+    return (other * split["other_s"].to_numpy()
+            + attention * split["penalty"].to_numpy() * split["attention_s"].to_numpy()
+            + overlap_loss * split["hidden_s"].to_numpy() + split["fixed_s"].to_numpy())
 
 
-def fit_stack_factors(split: pd.DataFrame) -> tuple[float, float]:
-    """(other, attention) minimising the squared log error of the iteration time."""
+FACTORS = ("other", "attention", "overlap_loss")
+
+
+def fit_stack_factors(split: pd.DataFrame) -> tuple[float, float, float]:
+    """(other, attention, overlap_loss) minimising the squared log error of the iteration
+    time; the factors positive, the loss >= 0."""
     if split.empty:
         raise InputError("points", "no rows to fit the stack factors on", ">= 2 points")
 
-    def residual(log_k: np.ndarray) -> np.ndarray:
-        k = np.exp(log_k)
-        return np.log(scaled_seconds(split, k[0], k[1]) / split["measured_s"].to_numpy())
+    def residual(x: np.ndarray) -> np.ndarray:
+        seconds = scaled_seconds(split, np.exp(x[0]), np.exp(x[1]), x[2] ** 2)
+        return np.log(seconds / split["measured_s"].to_numpy())
 
-    k = np.exp(least_squares(residual, np.zeros(2)).x)
-    return float(k[0]), float(k[1])
+    x = least_squares(residual, np.array([0.0, 0.0, 0.5])).x
+    return float(np.exp(x[0])), float(np.exp(x[1])), float(x[2] ** 2)
 
 
 def _groups(split: pd.DataFrame, scheme: str) -> list[tuple[np.ndarray, np.ndarray]]:
     """(fit mask, test mask) pairs of a held-out scheme; every row is tested exactly once."""
-    gen = split["generation"].to_numpy()
     if scheme == "heldout_device":
+        gen = split["generation"].to_numpy()
         return [(gen != g, gen == g) for g in np.unique(gen)]
     if scheme == "heldout_model":
         model = split["model"].to_numpy()
-        return [((gen == g) & (model != m), (gen == g) & (model == m))
-                for g in np.unique(gen) for m in np.unique(model[gen == g])]
+        return [(model != m, model == m) for m in np.unique(model)]
     raise InputError("split", f"unknown held-out scheme {scheme!r}", SCHEMES)
 
 
 def heldout_factors(split: pd.DataFrame, scheme: str) -> pd.DataFrame:
-    """Per row, the (other, attention) factors fitted on the rows `scheme` leaves it out of."""
-    out = pd.DataFrame({"point_id": split["point_id"], "other": np.nan, "attention": np.nan})
+    """Per row, the stack factors fitted on the rows `scheme` leaves it out of."""
+    out = pd.DataFrame({"point_id": split["point_id"], **{f: np.nan for f in FACTORS}})
     for fit_rows, test_rows in _groups(split, scheme):
-        other, attention = fit_stack_factors(split[fit_rows])
-        out.loc[test_rows, ["other", "attention"]] = other, attention
+        out.loc[test_rows, list(FACTORS)] = fit_stack_factors(split[fit_rows])
     return out
 
 
-def heldout_mape(split: pd.DataFrame, scheme: str) -> dict[str, float]:
-    """Tokens/s MAPE of the held-out `perfcast` forecasts per GPU generation and overall."""
+def _heldout_seconds(split: pd.DataFrame, scheme: str) -> np.ndarray:
     f = heldout_factors(split, scheme)
-    seconds = scaled_seconds(split, f["other"].to_numpy(), f["attention"].to_numpy())
-    ape = pd.Series(np.abs(split["measured_s"].to_numpy() / seconds - 1.0))
+    return scaled_seconds(split, *(f[k].to_numpy() for k in FACTORS))
+
+
+def heldout_mape(split: pd.DataFrame, scheme: str) -> dict[str, float]:
+    """Tokens/s MAPE of the held-out `perfcast` forecasts per GPU generation and overall,
+    and the share of rows forecast too fast (`under_predicted`: measured slower)."""
+    seconds = _heldout_seconds(split, scheme)
+    measured = split["measured_s"].to_numpy()
+    ape = pd.Series(np.abs(measured / seconds - 1.0))
     out = ape.groupby(split["generation"].to_numpy()).mean().round(4).to_dict()
-    return {**out, "all": round(float(ape.mean()), 4)}
+    return {**out, "all": round(float(ape.mean()), 4),
+            "under_predicted": round(float((seconds < measured).mean()), 4)}
 
 
 def calibration_document(split: pd.DataFrame) -> dict:
-    """The shipped JSON: factors per GPU generation fitted on all of its points, with
-    provenance and the tokens/s MAPE each held-out scheme scores."""
-    factors = {}
-    for gen, rows in split.groupby("generation"):
-        other, attention = fit_stack_factors(rows)
-        (arch,) = rows["arch"].unique()  # one architecture per fitted GPU generation
-        factors[gen] = {"arch": arch,
-                        "other": round(other, 4), "attention": round(attention, 4),
-                        "points": len(rows), "models": sorted(rows["model"].unique())}
-    return {"schema": 1, "stack": "MosaicML llm-foundry (PyTorch FSDP, triton/flash "
+    """The shipped JSON (schema 2): the factors fitted on every point, with provenance and
+    the tokens/s MAPE each held-out scheme scores."""
+    factors = dict(zip(FACTORS, (round(v, 4) for v in fit_stack_factors(split)), strict=True))
+    factors.update(points=len(split), archs=sorted(split["arch"].unique()),
+                   models=sorted(split["model"].unique()))
+    return {"schema": 2, "stack": "MosaicML llm-foundry (PyTorch FSDP, triton/flash "
             "attention; scripts/train/benchmarking/README.md @4952183)",
             "model": "iteration = other x (non-attention kernel + optimizer seconds) + "
-                     "attention x (attention kernel seconds) + exposed comm, on perfcast's "
-                     "shipped calibrated kernel model (perfcast.train.StackScaled)",
-            "fit": "scipy least_squares on log(forecast / measured iteration time), per GPU "
-                   "generation, on all points of validate/data/training_points.json",
+                     "attention x penalty x (attention kernel seconds) + overlap_loss x "
+                     "(communication hidden under compute) + the rest (exposed comm, bubble, "
+                     "SM contention), on perfcast's shipped calibrated kernel model "
+                     "(perfcast.train.StackScaled, CommOverlap); penalty: "
+                     "perfcast.train.LEGACY_ATTENTION on GPUs newer than "
+                     "attention_kernel_arch",
+            "fit": "scipy least_squares on log(forecast / measured iteration time), all GPU "
+                   "generations at once, on all points of validate/data/training_points.json",
+            "attention_kernel_arch": KERNEL_ARCH,
             "factors": factors,
             "heldout_tokens_per_s_mape": {s: heldout_mape(split, s) for s in SCHEMES},
-            "use": "perfcast train --stack llm-foundry (perfcast.train.stack_time_model): "
-                   "the factors of the fitted GPU of the device's architecture; other "
-                   "architectures have none",
+            "use": "perfcast train --stack llm-foundry (perfcast.train.stack_time_model, "
+                   "stack_overlap): GPUs of attention_kernel_arch or of an architecture "
+                   "LEGACY_ATTENTION has a penalty for",
             "built_by": "perfcast.validate._training_calibration.calibration_document"}
 
 
@@ -167,8 +188,7 @@ def method_table(points: pd.DataFrame, split: pd.DataFrame, scheme: str | None
     out = {"sum_of_kernels": dict(zip(split["point_id"], zip(
         _tokens_per_gpu(points, base_s), split["mfu"], strict=True), strict=True))}
     if scheme is not None:
-        f = heldout_factors(split, scheme)
-        seconds = scaled_seconds(split, f["other"].to_numpy(), f["attention"].to_numpy())
+        seconds = _heldout_seconds(split, scheme)
         mfu = split["mfu"].to_numpy() * base_s / seconds
         out["perfcast"] = dict(zip(split["point_id"], zip(
             _tokens_per_gpu(points, seconds), mfu, strict=True), strict=True))

@@ -1,0 +1,122 @@
+"""Plans people run at scale (issue 21): hybrid sharding (HSDP), ZeRO/FSDP inside pipeline
+stages, what hiding collectives under compute costs, and a communication-bound plan whose
+iteration follows the bandwidth arithmetic."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfcast.api import TrainRequest, run
+from perfcast.errors import InputError
+from perfcast.specs import Link, LinkKind, ParallelPlan, get_cluster, get_model
+from perfcast.train import ITERATION_PARTS, CommOverlap, TrainJob, forecast_training
+
+LLAMA = get_model("llama-2-7b")
+
+
+def _job(plan, cluster=None, **kw):
+    base = {"model": LLAMA, "cluster": cluster or get_cluster("dgx-h100", 64), "plan": plan,
+            "seq_len": 2048, "micro_batch": 1, "global_batch": 2 * plan.dp * plan.pp}
+    return TrainJob(**{**base, **kw})
+
+
+def test_hsdp_over_every_rank_is_plain_zero3():
+    plain = forecast_training(_job(ParallelPlan(dp=64, zero_stage=3)))
+    hybrid = forecast_training(_job(ParallelPlan(dp=64, zero_stage=3, shard_group=64)))
+    assert hybrid == plain
+
+
+def test_hsdp_shards_states_within_the_group_and_all_reduces_across_replicas():
+    full = forecast_training(_job(ParallelPlan(dp=64, zero_stage=3)))
+    hsdp = forecast_training(_job(ParallelPlan(dp=64, zero_stage=3, shard_group=8)))
+    for kind in ("weights", "gradients", "optimizer"):  # 1/8 of the states, not 1/64
+        assert hsdp.memory[kind] == pytest.approx(8 * full.memory[kind], rel=1e-6)
+    assert full.comm["dp_allreduce"] == 0 < hsdp.comm["dp_allreduce"]
+    # the per-layer gathers stay inside one node: faster than across 8 nodes
+    assert hsdp.comm["zero_allgather"] < full.comm["zero_allgather"]
+
+
+@pytest.mark.parametrize("plan, field", [
+    (dict(dp=64, shard_group=8), "shard_group"),
+    (dict(dp=64, zero_stage=3, shard_group=6), "shard_group"),
+])
+def test_hsdp_refusals_name_the_field(plan, field):
+    with pytest.raises(InputError) as err:
+        run(TrainRequest.from_options(model="llama-2-7b", gpu="h100-sxm", num_gpus=64,
+                                      **{"zero": 0, **{k.replace("zero_stage", "zero"): v
+                                                       for k, v in plan.items()}}))
+    assert err.value.field == field
+    assert "shard_group" in str(err.value)
+
+
+def test_fsdp_inside_pipeline_stages_where_the_stack_does_it():
+    """torchtitan composes FSDP2 with PP; Megatron-Core shards only optimizer state there."""
+    options = dict(model="llama-2-7b", gpu="h100-sxm", num_gpus=16, pp=2, zero=3,
+                   global_batch=32)
+    with pytest.raises(InputError) as err:
+        run(TrainRequest.from_options(**options))
+    assert err.value.field == "zero" and "--stack fsdp" in str(err.value.allowed)
+    fc = run(TrainRequest.from_options(**options, stack="fsdp")).forecast
+    assert fc.comm["zero_allgather"] > 0 and fc.comm["pp_sendrecv"] > 0
+    zero1 = run(TrainRequest.from_options(**{**options, "zero": 1}, stack="fsdp")).forecast
+    assert fc.memory["weights"] < zero1.memory["weights"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(channels=st.integers(0, 64), loss=st.floats(0.0, 3.0), zero=st.sampled_from([0, 2, 3]),
+       dp=st.sampled_from([8, 16, 64]))
+def test_hidden_collectives_cost_contention_and_overlap_loss(channels, loss, zero, dp):
+    plan = ParallelPlan(dp=dp, zero_stage=zero)
+    ideal = forecast_training(_job(plan, overlap=CommOverlap(nccl_channels=0)))
+    fc = forecast_training(_job(plan, overlap=CommOverlap(nccl_channels=channels,
+                                                          overlap_loss=loss)))
+    b = fc.breakdown
+    share = min(channels / LLAMA_CLUSTER_SMS, 1.0)
+    assert b["hidden_comm_s"] == pytest.approx(ideal.breakdown["hidden_comm_s"])
+    assert b["contention_s"] == pytest.approx(share * b["hidden_comm_s"], abs=1e-15)
+    assert b["overlap_loss_s"] == pytest.approx(loss * b["hidden_comm_s"], abs=1e-15)
+    assert fc.iteration_time_s >= ideal.iteration_time_s
+    assert sum(b[k] for k in ITERATION_PARTS) == pytest.approx(fc.iteration_time_s, rel=1e-9)
+
+
+LLAMA_CLUSTER_SMS = get_cluster("dgx-h100", 8).device.sm_count
+
+
+def _slow_fabric(nodes: int):
+    """H100 nodes with one 10 Gb/s Ethernet adapter per node: a slow scale-out fabric."""
+    nic = Link(kind=LinkKind.ETHERNET, bandwidth_bps=1.25e9, latency_s=10e-6, gpus_per_nic=8)
+    return get_cluster("dgx-h100", 8 * nodes).model_copy(update={"inter_node": nic})
+
+
+def test_zero3_over_a_slow_fabric_is_communication_bound_and_grows_with_nodes():
+    """ZeRO-3 gathers every layer's parameters each forward and backward and
+    reduce-scatters its gradients: across k nodes each node's adapter carries (k - 1) / k of
+    every layer's bytes (hierarchical ring: Patarasuk & Yuan 2009), so the iteration is the
+    bandwidth arithmetic and grows with the number of nodes, as measured ZeRO-3 runs do."""
+    times = {}
+    for nodes in (2, 4, 8, 16):
+        gpus = 8 * nodes
+        fc = forecast_training(_job(ParallelPlan(dp=gpus, zero_stage=3), _slow_fabric(nodes),
+                                    global_batch=gpus))
+        layer_bytes = LLAMA.layer_params(0) * 2  # bf16 gathers and gradients
+        arithmetic = 3 * LLAMA.num_layers * layer_bytes * (nodes - 1) / nodes / 1.25e9
+        exposed = fc.breakdown["exposed_comm_s"]
+        assert exposed > 0.9 * fc.iteration_time_s  # communication-bound
+        assert fc.iteration_time_s == pytest.approx(arithmetic, rel=0.15)
+        times[nodes] = fc.iteration_time_s
+    assert times[2] < times[4] < times[8] < times[16]
+    assert times[16] / times[2] == pytest.approx((15 / 16) / (1 / 2), rel=0.1)
+
+
+def test_tp_comm_overlap_hides_tp_collectives_behind_gemms_at_a_contention_cost():
+    plan = ParallelPlan(tp=8, sp=True, dp=8)
+    plain = forecast_training(_job(plan))
+    overlapped = forecast_training(_job(plan, overlap=CommOverlap(tp_comm_overlap=True)))
+    assert overlapped.comm["sp"] == pytest.approx(plain.comm["sp"])  # same bytes moved
+    assert overlapped.breakdown["exposed_comm.sp_s"] < plain.breakdown["exposed_comm.sp_s"]
+    assert overlapped.breakdown["contention_s"] > plain.breakdown["contention_s"]
+    assert overlapped.iteration_time_s < plain.iteration_time_s
+    with pytest.raises(InputError) as err:
+        run(TrainRequest.from_options(model="llama-2-7b", gpu="h100-sxm", num_gpus=8,
+                                      tp_comm_overlap=True))
+    assert err.value.field == "tp_comm_overlap"

@@ -94,7 +94,7 @@ COLLECTIVE_ROWS = {
     "held_out_source": ("held-out:source", ("allreduce",), (), "nccl"),
     "held_out_device": ("held-out:device", ALL_OPS, PCIE_BOXES, "nccl"),
     "held_out_generation": ("held-out:generation", ALL_OPS, PCIE_BOXES, "nccl"),
-    "multi_node": ("held-out:multi-node", ("allreduce",), (), "nccl:p2p-network-shared"),
+    "multi_node": ("held-out:multi-node", ("allreduce",), (), "nccl:fabric-nic-per-node"),
 }
 REGIMES = ("small", "medium", "large")
 

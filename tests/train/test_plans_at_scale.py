@@ -120,3 +120,13 @@ def test_tp_comm_overlap_hides_tp_collectives_behind_gemms_at_a_contention_cost(
         run(TrainRequest.from_options(model="llama-2-7b", gpu="h100-sxm", num_gpus=8,
                                       tp_comm_overlap=True))
     assert err.value.field == "tp_comm_overlap"
+
+
+def test_the_plan_search_shards_inside_pipeline_stages_only_for_such_stacks():
+    options = dict(model="llama-2-7b", gpu="h100-sxm", num_gpus=16, global_batch=64,
+                   sweep=True)
+    megatron = run(TrainRequest.from_options(**options)).plans
+    fsdp = run(TrainRequest.from_options(**options, stack="fsdp")).plans
+    deep = (megatron["pp"] > 1) & (megatron["zero_stage"] > 1)
+    assert not deep.any()
+    assert ((fsdp["pp"] > 1) & (fsdp["zero_stage"] > 1)).any()

@@ -309,6 +309,7 @@ class ResolvedTrainSweep:
     time_model: ExecutionTimeModel
     inputs: dict[str, Any]
     overlap: CommOverlap
+    pipeline_sharding: bool
 
     def execute(self) -> TrainSweepResult:
         w, r = self.request.workload, self.request.recipe
@@ -317,7 +318,8 @@ class ResolvedTrainSweep:
                             precision=self.precision, lora_rank=r.lora_rank,
                             expert_skew=r.expert_skew, time_model=self.time_model,
                             memory_policy=self.inputs["memory_policy"], overlap=self.overlap,
-                            memory_budget=self.request.memory.spec())
+                            memory_budget=self.request.memory.spec(),
+                            pipeline_sharding=self.pipeline_sharding)
         return TrainSweepResult(self.request, self.inputs, table, self.request.search.top)
 
 
@@ -412,7 +414,8 @@ def resolve_train(request: TrainRequest) -> Resolved:
               "kernel_model": info}
     if sweep:
         return ResolvedTrainSweep(request, spec, machines, gpus, batch, precision, time_model,
-                                  inputs, _overlap(stack, request.plan, searched=True))
+                                  inputs, _overlap(stack, request.plan, searched=True),
+                                  stack.pipeline_sharding)
     plan = request.plan.spec(dp, recipe.expert_skew)
     _check_pipeline_sharding(plan, stack)
     inputs.update(plan.model_dump(mode="json"), micro_batch=w.micro_batch,

@@ -75,7 +75,8 @@ def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_ba
           recompute, virtual, max_cp: int, expert_skew: float,
           memory_policy: str = DEFAULT_MEMORY_POLICY,
           overlap: CommOverlap | None = None,
-          memory_budget: MemoryBudget | None = None) -> list[TrainJob]:
+          memory_budget: MemoryBudget | None = None,
+          pipeline_sharding: bool = False) -> list[TrainJob]:
     overlap = overlap or CommOverlap()
     memory_budget = memory_budget or MemoryBudget()
     jobs = []
@@ -86,7 +87,8 @@ def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_ba
                     continue
                 m = global_batch // (mb * dp)
                 for schedule, v in _schedules(pp, m, model.num_layers, virtual):
-                    for zero in (z for z in zero_stages if pp == 1 or z <= 1):
+                    for zero in (z for z in zero_stages
+                                 if pp == 1 or z <= 1 or pipeline_sharding):
                         plan = ParallelPlan(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, sp=sp,
                                             zero_stage=zero, schedule=schedule,
                                             virtual_stages=v,
@@ -112,10 +114,12 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
                 progress: ProgressFn | None = None,
                 memory_policy: str = DEFAULT_MEMORY_POLICY,
                 overlap: CommOverlap | None = None,
-                memory_budget: MemoryBudget | None = None) -> pd.DataFrame:
+                memory_budget: MemoryBudget | None = None,
+                pipeline_sharding: bool = False) -> pd.DataFrame:
     """Forecast every valid plan (tp within a node; cp a power of two; ZeRO-2/3 only
-    without PP) and return one row per plan (SWEEP_COLUMNS), plans that fit first, then by
-    tokens/s. `max_plans` keeps that many, evenly spaced over the enumeration order.
+    without PP unless `pipeline_sharding`: a stack that shards inside pipeline stages,
+    perfcast.specs.Stack) and return one row per plan (SWEEP_COLUMNS), plans that fit
+    first, then by tokens/s. `max_plans` keeps that many, evenly spaced over the enumeration order.
     `progress(done, total)`: plans forecast, of all (see `evaluate`); by default the one
     `perfcast.progress.reporting` set, if any. `memory_policy`: the model-state dtypes
     (perfcast.train.MEMORY_POLICIES); `overlap`: what hiding collectives costs (default:
@@ -134,7 +138,7 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
              memory_policy=memory_policy, memory_budget=memory_budget or MemoryBudget())
     jobs = _jobs(model, cluster, gpus, seq_len, global_batch, precision, lora_rank,
                  micro_batch_sizes, zero_stages, recompute, virtual_stages, max_cp, expert_skew,
-                 memory_policy, overlap, memory_budget)
+                 memory_policy, overlap, memory_budget, pipeline_sharding)
     if not jobs:
         raise InputError("global_batch", f"no plan splits {global_batch} sequences over "
                          f"{gpus} GPUs with micro-batches {list(micro_batch_sizes)}",

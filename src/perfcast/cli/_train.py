@@ -31,7 +31,7 @@ from perfcast.cli._console import (
     new_console,
 )
 from perfcast.cli._train_cnn import print_cnn
-from perfcast.train import SCALE_PARTS
+from perfcast.train import ITERATION_PARTS, SCALE_PARTS
 
 # Help panels after the model and hardware (typer's "Options"); the advanced ones wait for
 # --help-all.
@@ -187,13 +187,7 @@ def _print_iteration(result: TrainResult) -> None:
         t.add_row(name, value)
     console = new_console()
     console.print(t)
-    b = Table(title="Where the time goes (seconds; parts sum to the iteration)")
-    b.add_column("part")
-    b.add_column("seconds", justify="right")
-    for key, value in fc.breakdown.items():
-        if value or not key.startswith("exposed_comm.") and key not in SCALE_PARTS:
-            b.add_row(key, f"{value:.4f}")
-    console.print(b)
+    console.print(_breakdown_table(fc.breakdown))
     console.print(_memory_table(result))
     console.print(f"FLOP convention: {fc.flop_convention}")
     for note in fc.notes:
@@ -201,6 +195,30 @@ def _print_iteration(result: TrainResult) -> None:
     km = result.payload().get("inputs", {}).get("kernel_model", {})
     for line in calibration_lines(km):
         console.print(line, markup=False)
+
+
+_NOT_PARTS = {"comm_total_s": "comm_total_s (all collectives; not a part)",
+              "hidden_comm_s": "hidden_comm_s (hidden under compute; not a part)"}
+
+
+def _breakdown_table(breakdown: dict[str, float]) -> Table:
+    """The iteration's parts (ITERATION_PARTS, zero scale effects left out), then what they
+    include or leave out, labelled so that only the parts add up."""
+    b = Table(title="Where the time goes (seconds; parts sum to the iteration)")
+    b.add_column("part")
+    b.add_column("seconds", justify="right")
+    for key in ITERATION_PARTS:
+        if breakdown[key] or key not in SCALE_PARTS:
+            b.add_row(key, f"{breakdown[key]:.4f}")
+        if key == "compute_s":
+            b.add_row("  of which recompute_s", f"{breakdown['recompute_s']:.4f}")
+        if key == "exposed_comm_s":
+            for kind, value in breakdown.items():
+                if kind.startswith("exposed_comm.") and value:
+                    b.add_row(f"  of which {kind}", f"{value:.4f}")
+    for key, label in _NOT_PARTS.items():
+        b.add_row(label, f"{breakdown[key]:.4f}")
+    return b
 
 
 def _memory_table(result: TrainResult) -> Table:

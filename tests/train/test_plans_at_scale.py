@@ -130,3 +130,47 @@ def test_the_plan_search_shards_inside_pipeline_stages_only_for_such_stacks():
     deep = (megatron["pp"] > 1) & (megatron["zero_stage"] > 1)
     assert not deep.any()
     assert ((fsdp["pp"] > 1) & (fsdp["zero_stage"] > 1)).any()
+
+
+def test_all_to_all_context_parallelism_exposes_four_all_to_alls_per_pass():
+    """DeepSpeed-Ulysses: q, k, v and the output cross the cp ranks by all-to-all, on the
+    critical path; the same compute as ring CP, communication that does not grow with the
+    ring's cp - 1 hops."""
+    model = get_model("llama-3-8b")
+    cluster = get_cluster("dgx-h100", 16)
+
+    def fc(algorithm, recompute="none"):
+        plan = ParallelPlan(tp=2, cp=8, cp_algorithm=algorithm)
+        return forecast_training(TrainJob(model=model, cluster=cluster, plan=plan,
+                                          seq_len=65536, micro_batch=1, global_batch=1,
+                                          recompute=recompute))
+
+    ring, a2a = fc("ring"), fc("all-to-all")
+    assert a2a.breakdown["compute_s"] == pytest.approx(ring.breakdown["compute_s"])
+    assert a2a.breakdown["exposed_comm.cp_s"] == pytest.approx(a2a.comm["cp"])
+    assert a2a.comm["cp"] > 0
+    assert a2a.comm["cp"] < ring.comm["cp"]
+    full = fc("all-to-all", "full")  # full recomputation re-runs the forward's all-to-alls
+    assert full.comm["cp"] == pytest.approx(1.5 * a2a.comm["cp"])
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"cp": 1, "cp_algorithm": "all-to-all"}, "cp_algorithm"),
+    ({"cp": 2, "cp_algorithm": "ulysses"}, "cp_algorithm"),
+    ({"cp": 8, "tp": 8, "num_gpus": 64, "cp_algorithm": "all-to-all"}, "cp"),  # 32 heads
+])
+def test_all_to_all_cp_refusals_name_the_field(options, field):
+    with pytest.raises(InputError) as err:
+        run(TrainRequest.from_options(**{"model": "llama-2-7b", "gpu": "h100-sxm",
+                                         "num_gpus": 2, **options}))
+    assert err.value.field == field
+
+
+def test_inference_refuses_all_to_all_context_parallelism():
+    from perfcast.compose import forecast_inference
+
+    plan = ParallelPlan(tp=1, cp=2, cp_algorithm="all-to-all")
+    with pytest.raises(InputError) as err:
+        forecast_inference(get_model("llama-3-8b"), get_cluster("dgx-h100", 8), plan=plan,
+                           prompt_tokens=4096, output_tokens=1)
+    assert err.value.field == "cp_algorithm"

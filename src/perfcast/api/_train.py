@@ -70,15 +70,15 @@ __all__ = ["CNNTrainResult", "PlanSearch", "RLHFOptions", "RLHFResult", "Resolve
 _FIT_HINT = ("a higher --zero, more --tp/--pp/--cp, --sp, --recompute full or a smaller "
              "--micro-batch")
 # Options a ResNet does not take: it trains data-parallel only (PyTorch DDP).
-_DDP_ONLY = ("tp", "pp", "cp", "ep", "sp", "zero", "shard_group", "tp_comm_overlap",
-             "recompute", "lora_rank",
-             "sweep", "rlhf",
+_DDP_ONLY = ("tp", "pp", "cp", "cp_algorithm", "ep", "sp", "zero", "shard_group",
+             "tp_comm_overlap", "recompute", "lora_rank", "sweep", "rlhf",
              "stack", "allow_oom", "seq_len", "expert_skew", "schedule", "virtual_stages",
              "top", "response_tokens", "generation_tp", "memory_policy", "allocator_reserve",
              *ScaleEffects.model_fields)
 # Options `--sweep` searches over itself (or, for allow_oom, reports as the `fits` column).
-_SWEPT = ("tp", "pp", "cp", "ep", "sp", "zero", "shard_group", "schedule", "virtual_stages",
-          "recompute", "allow_oom")
+_SWEPT = ("tp", "pp", "cp", "cp_algorithm", "ep", "sp", "zero", "shard_group", "schedule",
+          "virtual_stages", "recompute", "allow_oom")
+CP_ALGORITHMS = ("ring", "all-to-all")
 # Options only one question reads: (its switch, the options).
 _ONLY_WITH = (("sweep", ("top",)), ("rlhf", ("response_tokens", "generation_tp")))
 
@@ -95,6 +95,9 @@ class TrainPlan(Group):
     ep: int = Field(1, ge=1, le=MAX_GPUS, description="Expert-parallel degree (MoE).")
     cp: int = Field(1, ge=1, le=MAX_GPUS, description="Context-parallel degree (ring "
                     "attention).")
+    cp_algorithm: str = Field("ring", description="Context parallelism: ring (KV blocks "
+                              "passed around, Megatron-Core) or all-to-all (DeepSpeed-Ulysses; "
+                              "needs --cp > 1).")
     sp: bool = Field(False, description="Megatron sequence parallelism (needs --tp > 1).")
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage 0-3 (FSDP FULL_SHARD = 3, "
                       "SHARD_GRAD_OP = 2).")
@@ -113,7 +116,13 @@ class TrainPlan(Group):
         return train_layout(self.num_gpus, self.tp, self.pp, self.dp, self.cp)
 
     def spec(self, dp: int, expert_skew: float) -> ParallelPlan:
+        if self.cp_algorithm not in CP_ALGORITHMS:
+            raise InputError("cp_algorithm", f"unknown {self.cp_algorithm!r}", CP_ALGORITHMS)
+        if self.cp_algorithm != "ring" and self.cp == 1:
+            raise InputError("cp_algorithm", "there is no context parallelism at cp=1",
+                             "--cp > 1, or no --cp-algorithm")
         return ParallelPlan(tp=self.tp, pp=self.pp, dp=dp, ep=self.ep, cp=self.cp, sp=self.sp,
+                            cp_algorithm=self.cp_algorithm,
                             zero_stage=self.zero, shard_group=self.shard_group,
                             schedule=pipeline_schedule(self.schedule),
                             virtual_stages=self.virtual_stages, expert_skew=expert_skew)

@@ -85,6 +85,9 @@ def train(
         help="Most loaded EP rank / mean (MoE).", rich_help_panel=DETAILS)] = 1.0,
     cp: Annotated[int, typer.Option(
         help="Context-parallel degree (ring attention).", rich_help_panel=DETAILS)] = 1,
+    cp_algorithm: Annotated[str, typer.Option(
+        help="ring or all-to-all (DeepSpeed-Ulysses) context parallelism.",
+        rich_help_panel=DETAILS)] = "ring",
     sp: Annotated[bool, typer.Option(
         help="Megatron sequence parallelism (needs --tp > 1).", rich_help_panel=DETAILS)
                   ] = False,

@@ -57,6 +57,10 @@ def check_cp(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> None:
     groups larger than the cluster."""
     if plan.cp == 1:
         return
+    if plan.cp_algorithm != "ring":
+        raise InputError("cp_algorithm", f"{plan.cp_algorithm} context parallelism is priced "
+                         "for training; one request's prefill is priced as ring attention",
+                         "ring")
     if model.kind != "decoder":
         raise InputError("cp", f"context parallelism is priced for decoder-only models; "
                          f"{model.name} is {model.kind}", "1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -29,6 +30,10 @@ class ParallelPlan(BaseModel):
     ep: int = Field(default=1, gt=0)
     cp: int = Field(default=1, gt=0)
     sp: bool = Field(default=False, description="Megatron sequence parallelism within the TP group")
+    cp_algorithm: Literal["ring", "all-to-all"] = Field(
+        default="ring", description="context parallelism: ring attention passing KV blocks "
+        "(Megatron-Core CP) or all-to-all between sequence and head sharding "
+        "(DeepSpeed-Ulysses; training only)")
     zero_stage: int = Field(default=0, ge=0, le=3)
     shard_group: int | None = Field(default=None, gt=0, description="data-parallel ranks "
                                     "each ZeRO/FSDP shard group spans: hybrid sharding (HSDP, "
@@ -103,6 +108,9 @@ class ParallelPlan(BaseModel):
     def check(self, model: ModelSpec) -> None:
         """Raise an InputError when the plan cannot split this model."""
         _divides("tp", self.tp, model.num_heads, "num_attention_heads")
+        if self.cp > 1 and self.cp_algorithm == "all-to-all":
+            _divides("cp", self.tp * self.cp, model.num_heads,
+                     "num_attention_heads (all-to-all CP splits the heads tp x cp ways)")
         if model.num_kv_heads >= self.tp:
             _divides("tp", self.tp, model.num_kv_heads, "num_key_value_heads")
         elif self.tp % model.num_kv_heads:

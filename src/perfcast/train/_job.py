@@ -96,10 +96,11 @@ class TrainJob(BaseModel):
         if plan.micro_batches not in (1, m):
             raise InputError("plan.micro_batches", f"{plan.micro_batches} disagrees with "
                              f"global_batch / (micro_batch x dp) = {m}", f"1 or {m}")
-        if plan.cp > 1 and self.seq_len % (2 * plan.cp):
-            raise InputError("seq_len", f"{self.seq_len} does not split into 2 x cp = "
-                             f"{2 * plan.cp} chunks (context parallelism)",
-                             f"a multiple of {2 * plan.cp}")
+        chunks = plan.cp * (2 if plan.cp_algorithm == "ring" else 1)  # ring: load-balanced
+        if plan.cp > 1 and self.seq_len % chunks:
+            raise InputError("seq_len", f"{self.seq_len} does not split into {chunks} chunks "
+                             f"({plan.cp_algorithm} context parallelism, cp={plan.cp})",
+                             f"a multiple of {chunks}")
         self._check_pipeline(m)
         self._check_experts()
         if self.lora_rank is not None and (model.mla is not None or plan.ep > 1):

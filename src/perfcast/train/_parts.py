@@ -8,7 +8,9 @@ Inline communication sits on the critical path of the layer that issues it:
   EP (GShard/Switch; Megatron-Core MoE): all-to-all dispatch and combine, forward and
   backward, waiting on the most loaded rank (its share grows with `expert_skew`).
   CP ring attention (Liu et al. 2023; Megatron-Core CP): cp - 1 KV hops per layer, each
-  overlapped with one block of attention; backward sends KV and its gradient.
+  overlapped with one block of attention; backward sends KV and its gradient. All-to-all CP
+  (DeepSpeed-Ulysses): four all-to-alls per pass, exposed; the attention kernels are priced
+  as the ring's (the same FLOPs per GPU).
   ZeRO-3 / FSDP (Rajbhandari et al. 2020; Zhao et al. 2023): each layer's parameters are
   all-gathered before its forward and backward, prefetched under the previous layer's
   compute, and its gradients reduce-scattered after its backward, within the shard group
@@ -102,7 +104,23 @@ def _intra(keys: list[LayerKey], costs: list[LayerCost], model: ModelSpec, clust
     # a ring that spans nodes is as slow as its inter-node hop: price a hop between nodes
     out["cp_hop"] = group_collective(comm, cluster, "sendrecv", kv, np.where(cp > 1, 2, 1),
                                      np.where(crosses, cluster.gpus_per_node, 1))
+    out["cp_a2a"] = _ulysses(keys, model, cluster, comm, precision)
     return out
+
+
+def _ulysses(keys: list[LayerKey], model: ModelSpec, cluster: Cluster, comm: CollectiveModel,
+             precision: Precision) -> np.ndarray:
+    """Seconds per unique key of one pass's all-to-alls under all-to-all context
+    parallelism (DeepSpeed-Ulysses, Jacobs et al. 2023, arXiv:2309.14509): q, k and v go
+    from sequence- to head-sharding before attention and the output back after it, each
+    all-to-all over the cp ranks (tp apart) of that tensor's local slice."""
+    e = bytes_per_element(precision.vector_math)
+    tokens = np.array([k.micro_batch * k.seq_len / k.cp for k in keys])
+    tp, cp = np.array([k.tp for k in keys]), np.array([k.cp for k in keys])
+    q = tokens * np.maximum(model.num_heads // tp, 1) * model.head_dim * e
+    kv = tokens * np.maximum(model.num_kv_heads // tp, 1) * model.head_dim * e
+    return 2 * (group_collective(comm, cluster, "alltoall", q, cp, tp)
+                + group_collective(comm, cluster, "alltoall", kv, cp, tp))
 
 
 def _unique(keys: list[LayerKey]) -> tuple[list[LayerKey], np.ndarray, list[int]]:
@@ -152,8 +170,13 @@ def layer_parts(keys: list[LayerKey], costs: list[LayerCost], plans: dict[str, n
         hop = intra["cp_hop"][idx] if layer else zero
         cp_f = (cp - 1) * np.maximum(hop - attn["forward"] / cp, 0.0)
         cp_b = (cp - 1) * np.maximum(2 * hop - attn["backward"] / cp, 0.0)
-        exposed[(part, "cp")] = (cp_f, cp_b + again * cp_f)
-        total[(part, "cp")] = ((cp - 1) * hop, (cp - 1) * 2 * hop + again * (cp - 1) * hop)
+        uly = intra["cp_a2a"][idx] if layer else zero  # on the critical path: not hidden
+        a2a = plans["cp_a2a"]
+        exposed[(part, "cp")] = (np.where(a2a, uly, cp_f),
+                                 np.where(a2a, uly + full * uly, cp_b + again * cp_f))
+        total[(part, "cp")] = (np.where(a2a, uly, (cp - 1) * hop),
+                               np.where(a2a, uly + full * uly,
+                                        (cp - 1) * 2 * hop + again * (cp - 1) * hop))
         _zero3(part, exposed, total, plans, cluster, comm, state, params)
     for key, pair in exposed.items():
         total.setdefault(key, pair)

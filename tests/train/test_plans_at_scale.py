@@ -174,3 +174,19 @@ def test_inference_refuses_all_to_all_context_parallelism():
         forecast_inference(get_model("llama-3-8b"), get_cluster("dgx-h100", 8), plan=plan,
                            prompt_tokens=4096, output_tokens=1)
     assert err.value.field == "cp_algorithm"
+
+
+def test_overlap_param_gather_hides_zero1_all_gather_but_its_first_bucket():
+    plan = ParallelPlan(tp=8, pp=4, dp=2, zero_stage=1)
+    plain = forecast_training(_job(plan))
+    hidden = forecast_training(_job(plan, overlap=CommOverlap(param_gather_overlap=True)))
+    assert hidden.comm["zero_allgather"] == pytest.approx(plain.comm["zero_allgather"])
+    assert plain.comm["zero_allgather"] > 0
+    exposed = hidden.breakdown["exposed_comm.zero_allgather_s"]
+    assert 0 < exposed < plain.breakdown["exposed_comm.zero_allgather_s"]
+    assert hidden.breakdown["contention_s"] > plain.breakdown["contention_s"]
+    assert sum(hidden.breakdown[k] for k in ITERATION_PARTS) == pytest.approx(
+        hidden.iteration_time_s, rel=1e-9)
+    with pytest.raises(InputError) as err:
+        run(TrainRequest.from_options(model="gpt2", gpu="h100-sxm", overlap_param_gather=True))
+    assert err.value.field == "overlap_param_gather"

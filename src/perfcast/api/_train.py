@@ -71,7 +71,8 @@ _FIT_HINT = ("a higher --zero, more --tp/--pp/--cp, --sp, --recompute full or a 
              "--micro-batch")
 # Options a ResNet does not take: it trains data-parallel only (PyTorch DDP).
 _DDP_ONLY = ("tp", "pp", "cp", "cp_algorithm", "ep", "sp", "zero", "shard_group",
-             "tp_comm_overlap", "recompute", "lora_rank", "sweep", "rlhf",
+             "tp_comm_overlap", "overlap_param_gather", "recompute", "lora_rank", "sweep",
+             "rlhf",
              "stack", "allow_oom", "seq_len", "expert_skew", "schedule", "virtual_stages",
              "top", "response_tokens", "generation_tp", "memory_policy", "allocator_reserve",
              *ScaleEffects.model_fields)
@@ -110,6 +111,9 @@ class TrainPlan(Group):
     tp_comm_overlap: bool = Field(False, description="Pipeline TP collectives with the "
                                   "layer's GEMMs (Megatron-Core --tp-comm-overlap; needs "
                                   "--tp > 1).")
+    overlap_param_gather: bool = Field(False, description="Overlap ZeRO-1/2's parameter "
+                                       "all-gather with the next forward (Megatron-Core "
+                                       "--overlap-param-gather; needs --zero 1 or 2).")
 
     def layout(self) -> tuple[int, int]:
         """(dp, GPUs) of this layout."""
@@ -451,8 +455,12 @@ def _overlap(stack: Stack, plan: TrainPlan, searched: bool = False) -> CommOverl
     if plan.tp_comm_overlap and plan.tp == 1 and not searched:
         raise InputError("tp_comm_overlap", "there is no TP communication to overlap at "
                          "tp=1", "--tp > 1, or no --tp-comm-overlap")
+    if plan.overlap_param_gather and plan.zero not in (1, 2) and not searched:
+        raise InputError("overlap_param_gather", f"ZeRO-{plan.zero} has no post-step "
+                         "parameter all-gather", "--zero 1 or 2, or no --overlap-param-gather")
     base = stack_overlap(stack.name) if STACKS.get(stack.name) is not None else CommOverlap()
-    return base.model_copy(update={"tp_comm_overlap": plan.tp_comm_overlap})
+    return base.model_copy(update={"tp_comm_overlap": plan.tp_comm_overlap,
+                                   "param_gather_overlap": plan.overlap_param_gather})
 
 
 def _check_pipeline_sharding(plan: ParallelPlan, stack: Stack) -> None:

@@ -94,8 +94,11 @@ def train(
     virtual_stages: Annotated[int, typer.Option(
         help="Model chunks per stage (interleaved-1f1b).", rich_help_panel=DETAILS)] = 1,
     tp_comm_overlap: Annotated[bool, typer.Option(
-        help="Pipeline TP collectives with the layer's GEMMs (Megatron-Core "
-             "--tp-comm-overlap; needs --tp > 1).", rich_help_panel=DETAILS)] = False,
+        "--tp-comm-overlap", help="Pipeline TP collectives with the layer's GEMMs "
+        "(Megatron-Core's option; needs --tp > 1).", rich_help_panel=DETAILS)] = False,
+    overlap_param_gather: Annotated[bool, typer.Option(
+        "--overlap-param-gather", help="Overlap ZeRO-1/2's parameter all-gather with the "
+        "next forward (Megatron-Core's option).", rich_help_panel=DETAILS)] = False,
     shard_group: Annotated[int | None, typer.Option(
         help="Hybrid sharding (HSDP): ZeRO/FSDP shards within groups of this many DP ranks, "
              "replicated across the rest (needs --zero >= 1).", rich_help_panel=DETAILS)

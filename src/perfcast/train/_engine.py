@@ -56,6 +56,7 @@ def plan_arrays(jobs: list[TrainJob]) -> dict[str, np.ndarray]:
         "sm_share": col(lambda j: j.overlap.sm_share(j.cluster.device.sm_count), float),
         "overlap_loss": col(lambda j: j.overlap.overlap_loss, float),
         "tp_overlap": col(lambda j: j.overlap.tp_comm_overlap, bool),
+        "gather_overlap": col(lambda j: j.overlap.param_gather_overlap, bool),
         "cp_a2a": col(lambda j: j.plan.cp_algorithm == "all-to-all", bool),
         "replicas": col(lambda j: j.plan.replicas),
         "m": col(lambda j: j.micro_batches), "v": col(lambda j: j.virtual_stages),

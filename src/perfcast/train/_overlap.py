@@ -10,6 +10,8 @@ Two terms, each charged on the seconds of communication the schedule hides under
   of an 8-GPU HGX node, github.com/NVIDIA/nccl/issues/892).
 - TP communication overlap (an option, off by default as in Megatron-LM): TP collectives
   pipelined with the GEMMs around them hide, paying contention instead of their time.
+- Parameter all-gather overlap (an option, off by default): ZeRO-1/2's post-step gather
+  hides under the next forward but its first bucket.
 - Overlap loss (fitted per stack): seconds a framework adds per hidden second beyond
   contention, from its measured runs (e.g. llm-foundry's FSDP1 all-gathers, issued on demand
   and rate-limited, hide far less than an ideal prefetch). 0 for stacks without measured runs.
@@ -40,6 +42,9 @@ class CommOverlap(BaseModel):
         "TP all-gathers / reduce-scatters pipelined with the layer's GEMMs (Megatron-Core "
         "--tp-comm-overlap, Transformer Engine userbuffers); off: exposed, Megatron-LM's "
         "default"))
+    param_gather_overlap: bool = Field(default=False, description=(
+        "ZeRO-1/2's post-step parameter all-gather overlapped with the next iteration's "
+        "forward (Megatron-Core --overlap-param-gather); off: it follows the optimizer step"))
     provenance: str = Field(default="NCCL channel count; ideal overlap", min_length=1)
 
     def sm_share(self, sm_count: int) -> float:

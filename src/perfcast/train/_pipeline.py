@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from perfcast.comm import CollectiveModel
-from perfcast.compose import bucketed_reduction, group_collective, reduction_end
+from perfcast.compose import (
+    DDP_BUCKET_BYTES,
+    bucketed_reduction,
+    group_collective,
+    reduction_end,
+)
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.specs import Cluster, ModelSpec, Precision
 from perfcast.train._memory import stage_memory
@@ -96,7 +101,8 @@ def stage_results(sc: Schedule, dense: np.ndarray, moe: np.ndarray, parts: Parts
     stage = _stage_params(dense, moe, first, last, params, plans, model)
     sync = _gradient_sync(sc, start, end, stage, plans, state, cluster, comm)
     opt = adam_seconds(time_model, cluster.device, sync["optimizer_params"])
-    finish = sync["end"] + opt + sync["allgather"]
+    sync["allgather_exposed"] = _param_gather_wait(sync, fwd, plans)
+    finish = sync["end"] + opt + sync["allgather_exposed"]
     memory = stage_memory(sc, dense, moe, first, last, stage, plans, state, model, precision,
                           params)
     out = _assemble(spent, busy, made, no_send, finish, sync, totals, send, sc, plans)
@@ -156,7 +162,7 @@ def _gradient_sync(sc, start, end, stage, plans, state, cluster, comm) -> dict[s
     sharded = zero >= 1
     opt_params = (stage["dense_train"] / np.where(sharded, shard, 1)
                   + stage["expert_train"] / np.where(sharded, edp, 1))
-    gather = np.zeros(shard.shape)
+    gather, buckets = np.zeros(shard.shape), np.ones(shard.shape)
     post = ((zero == 1) | (zero == 2)) & np.ones(sc.p, dtype=bool)
     if post.any():
         for held, group, stride in ((stage["dense_train"], shard, stride_d),
@@ -164,10 +170,23 @@ def _gradient_sync(sc, start, end, stage, plans, state, cluster, comm) -> dict[s
             gather[post] += group_collective(comm, cluster, "allgather",
                                              held[post] * state["gathered"], group[post],
                                              stride[post])
+        gathered = (stage["dense_train"] + stage["expert_train"]) * state["gathered"]
+        buckets = np.maximum(np.ceil(gathered / DDP_BUCKET_BYTES), 1.0)
     return {"end": sync_end, "stage_end": stage_end, "reduce": total, "replica": replica_t,
-            "allgather": gather,
+            "allgather": gather, "gather_buckets": buckets,
             "optimizer_params": opt_params, "gradient_bytes": (stage["dense_train"]
                                                               + stage["expert_train"]) * grad}
+
+
+def _param_gather_wait(sync: dict, fwd: np.ndarray, plans: dict[str, np.ndarray]
+                       ) -> np.ndarray:
+    """[n, p] seconds the ZeRO-1/2 parameter all-gather holds the iteration: all of it, or,
+    overlapped with the next iteration's forward (Megatron-Core --overlap-param-gather:
+    bucket by bucket as the forward reaches each bucket's layers), its first bucket or
+    what outlasts the stage's first forward pass, whichever is longer."""
+    gather = sync["allgather"]
+    overlapped = np.maximum(gather / sync["gather_buckets"], gather - fwd.sum(axis=2))
+    return np.where(plans["gather_overlap"][:, None], overlapped, gather)
 
 
 def _replica_sync(stage, plans, shard, edp, grad, cluster, comm
@@ -206,7 +225,7 @@ def _assemble(spent, busy, made, no_send, finish, sync, totals, send, sc,
     hot = busy.argmax(axis=1)
     rest = iteration - made
     dp_exposed = np.minimum(rest, np.maximum(sync["end"][rows, crit] - made, 0.0))
-    gather = np.minimum(rest - dp_exposed, sync["allgather"][rows, crit])
+    gather = np.minimum(rest - dp_exposed, sync["allgather_exposed"][rows, crit])
     out = {"iteration_time_s": iteration, "breakdown.compute_s": spent["compute"][rows, hot],
            "breakdown.bubble_s": np.maximum(no_send - busy[rows, hot], 0.0),
            "breakdown.optimizer_s": rest - dp_exposed - gather}

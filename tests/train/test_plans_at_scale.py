@@ -190,3 +190,11 @@ def test_overlap_param_gather_hides_zero1_all_gather_but_its_first_bucket():
     with pytest.raises(InputError) as err:
         run(TrainRequest.from_options(model="gpt2", gpu="h100-sxm", overlap_param_gather=True))
     assert err.value.field == "overlap_param_gather"
+
+
+@pytest.mark.parametrize("option", ["tp_comm_overlap", "overlap_param_gather"])
+def test_rlhf_refuses_overlap_options_it_would_not_use(option):
+    with pytest.raises(InputError) as err:
+        run(TrainRequest.from_options(model="llama-3-8b", gpu="h100-sxm", num_gpus=8, tp=2,
+                                      zero=1, rlhf=True, global_batch=64, **{option: True}))
+    assert err.value.field == option

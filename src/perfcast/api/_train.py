@@ -434,6 +434,11 @@ def resolve_train(request: TrainRequest) -> Resolved:
     inputs.update(plan.model_dump(mode="json"), micro_batch=w.micro_batch,
                   recompute=recipe.recompute, lora_rank=recipe.lora_rank)
     if rlhf:
+        option = request.first_given("tp_comm_overlap", "overlap_param_gather")
+        if option is not None:  # the PPO step's training phases hide nothing (RLHFForecast)
+            raise InputError(option, "an RLHF step prices its training phases without "
+                             "communication overlap options", f"omit --{option.replace('_', '-')} "
+                             "with --rlhf")
         q = request.rlhf_step
         inputs.update(response_tokens=q.response_tokens, generation_tp=q.generation_tp)
         return ResolvedRLHF(request, spec, machines, plan, batch, precision, time_model, inputs)

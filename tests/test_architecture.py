@@ -121,7 +121,8 @@ PUBLIC = {
         "build_schedule", "cnn_training_ops", "default_time_model", "eager_step_memory",
         "forecast_cnn_training", "forecast_training", "load_stack", "memory_policy",
         "mfu_ceiling", "SCALE_PARTS", "ScaleEffects", "CommOverlap", "ITERATION_PARTS",
-        "LEGACY_ATTENTION", "OVERLAP_PARTS", "attention_penalty", "stack_overlap",
+        "LEGACY_ATTENTION", "OVERLAP_PARTS", "attention_penalty", "iteration_parts",
+        "stack_overlap",
         "pipeline_tasks", "rlhf_step", "simulate", "stack_time_model",
         "state_bytes_per_param", "sweep_plans", "training_precision"},
     "perfcast.accel": {

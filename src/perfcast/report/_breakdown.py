@@ -11,28 +11,24 @@ import pandas as pd
 from perfcast.compose import InferenceForecast, StepForecast
 from perfcast.errors import InputError
 from perfcast.report._figure import colors, new_figure, time_unit
-from perfcast.train import OVERLAP_PARTS, SCALE_PARTS, TrainForecast
+from perfcast.train import TrainForecast, iteration_parts
 
 __all__ = ["breakdown_figure", "breakdown_table", "side_legend", "stacked_bars", "stacked_table"]
 
 _KINDS = "TrainForecast, InferenceForecast, StepForecast or a {component: seconds} mapping"
 
 
-_LABELS = {"contention_s": "comm SM contention", "overlap_loss_s": "comm overlap loss",
-           "straggler_s": "stragglers", "host_s": "host", "checkpoint_s": "checkpoint"}
+_LABELS = {"compute_s": "compute", "recompute_s": "recompute", "bubble_s": "pipeline bubble",
+           "optimizer_s": "optimizer", "contention_s": "comm SM contention",
+           "overlap_loss_s": "comm overlap loss", "straggler_s": "stragglers", "host_s": "host",
+           "checkpoint_s": "checkpoint"}
 
 
 def _training_parts(f: TrainForecast) -> dict[str, float]:
-    """compute (less recomputation), recompute, each exposed communication kind, bubble,
-    optimizer, what hiding collectives costs and the scale effects: the parts TrainForecast
-    documents as summing to the iteration (perfcast.train.ITERATION_PARTS)."""
-    b = f.breakdown
-    parts = {"compute": b["compute_s"] - b["recompute_s"], "recompute": b["recompute_s"]}
-    parts.update({"exposed comm: " + k.removeprefix("exposed_comm.").removesuffix("_s"): v
-                  for k, v in b.items() if k.startswith("exposed_comm.")})
-    parts.update({"pipeline bubble": b["bubble_s"], "optimizer": b["optimizer_s"]})
-    parts.update({_LABELS[k]: b[k] for k in (*OVERLAP_PARTS, *SCALE_PARTS)})
-    return parts
+    """The parts TrainForecast documents as summing to the iteration
+    (perfcast.train.iteration_parts), labelled for a figure."""
+    return {_LABELS.get(k) or "exposed comm: " + k.removeprefix("exposed_comm.").removesuffix(
+        "_s"): v for k, v in iteration_parts(f.breakdown).items()}
 
 
 def breakdown_table(forecast) -> pd.Series:

@@ -14,6 +14,7 @@ from perfcast.train._forecast import (
     TrainForecast,
     default_time_model,
     forecast_training,
+    iteration_parts,
     mfu_ceiling,
 )
 from perfcast.train._job import RECOMPUTE, TrainJob, training_precision
@@ -55,5 +56,5 @@ __all__ = ["ATTENTION_FAMILIES", "CNNTrainForecast", "DEFAULT_MEMORY_POLICY", "F
            "forecast_training", "load_stack", "mfu_ceiling", "pipeline_tasks", "rlhf_step",
            "SCALE_PARTS", "ScaleEffects", "simulate",
            "stack_time_model", "CommOverlap", "ITERATION_PARTS", "LEGACY_ATTENTION",
-           "OVERLAP_PARTS", "attention_penalty", "stack_overlap",
+           "OVERLAP_PARTS", "attention_penalty", "iteration_parts", "stack_overlap",
            "sweep_plans", "training_precision"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
@@ -19,8 +20,8 @@ from perfcast.train._overlap import OVERLAP_PARTS
 from perfcast.train._scale import SCALE_PARTS, trainable_params
 
 __all__ = ["FLOP_CONVENTION", "ITERATION_PARTS", "TrainForecast", "default_time_model",
-           "forecast_training", "forecasts_from_columns", "mfu_ceiling", "mfu_reference",
-           "model_class"]
+           "forecast_training", "forecasts_from_columns", "iteration_parts", "mfu_ceiling",
+           "mfu_reference", "model_class"]
 
 FLOP_CONVENTION = (
     "model FLOPs = 6 N T + 3 x attention forward (PaLM/Megatron-LM: N = matmul parameters "
@@ -30,6 +31,20 @@ FLOP_CONVENTION = (
 # breakdown keys that sum to iteration_time_s (TrainForecast)
 ITERATION_PARTS = ("compute_s", "bubble_s", "optimizer_s", "exposed_comm_s", *OVERLAP_PARTS,
                    *SCALE_PARTS)
+
+
+def iteration_parts(breakdown: Mapping[str, float]) -> dict[str, float]:
+    """ITERATION_PARTS of a training breakdown (a TrainForecast's or its JSON's) at the
+    finest grain that still sums to the iteration: compute_s less recompute_s, recompute_s,
+    each exposed_comm.<kind>_s in place of exposed_comm_s, then the rest in order."""
+    parts = {"compute_s": breakdown["compute_s"] - breakdown["recompute_s"],
+             "recompute_s": breakdown["recompute_s"]}
+    for key in ITERATION_PARTS[1:]:
+        if key == "exposed_comm_s":
+            parts.update({k: v for k, v in breakdown.items() if k.startswith("exposed_comm.")})
+        else:
+            parts[key] = breakdown[key]
+    return parts
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfcast.train import ITERATION_PARTS
+from perfcast.train import iteration_parts
 
 __all__ = ["breakdown_frame", "cdf_frame", "headline", "latency_frame", "memory_frame",
            "sweep_frame"]
@@ -68,14 +68,9 @@ def breakdown_frame(command: str, payload: Mapping[str, Any]) -> pd.DataFrame:
         frame = pd.DataFrame(rows, columns=["phase", "family", "total_s", "share"])
         return frame.assign(ms=frame["total_s"] * 1e3)[["phase", "family", "ms", "share"]]
     if command == "train":
-        total, b = payload["iteration_time_s"], payload["breakdown"]
-        keys = [k for k in (*ITERATION_PARTS, *b) if k.startswith("exposed_comm.")
-                or k in ITERATION_PARTS and k != "exposed_comm_s"]
-        split = {**b, "compute_s": b["compute_s"] - b.get("recompute_s", 0.0),
-                 "recompute_s": b.get("recompute_s", 0.0)}
-        keys.insert(1, "recompute_s")  # compute_s includes it: shown apart
-        parts = {k.removesuffix("_s").replace("exposed_comm.", "exposed "): split[k]
-                 for k in keys if split.get(k)}
+        total = payload["iteration_time_s"]
+        parts = {k.removesuffix("_s").replace("exposed_comm.", "exposed "): v
+                 for k, v in iteration_parts(payload["breakdown"]).items() if v}
         return pd.DataFrame({"part": list(parts), "ms": [v * 1e3 for v in parts.values()],
                              "share": [v / total for v in parts.values()]})
     return pd.DataFrame(columns=["part", "ms", "share"])

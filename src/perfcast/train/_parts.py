@@ -81,9 +81,9 @@ def params_per_gpu(model: ModelSpec, tp: np.ndarray, ep: np.ndarray, moe_tp: np.
 
 
 def _intra(keys: list[LayerKey], costs: list[LayerCost], model: ModelSpec, cluster: Cluster,
-           comm: CollectiveModel, precision: Precision) -> dict:
+           comm: CollectiveModel, precision: Precision, a2a: np.ndarray) -> dict:
     """Seconds per unique layer key of the collectives inside each part, by kind, plus the
-    CP ring's one hop."""
+    CP ring's one hop and, for the keys `a2a` marks, all-to-all CP's one pass."""
     rows = [(u, part, phase, fam, size * (min(k.expert_skew, k.ep) if fam == "alltoall"
                                            else 1.0), group, k.cp if fam == "alltoall" else 1,
              "ep_alltoall" if fam == "alltoall" else ("sp" if k.sp else "tp"))
@@ -104,19 +104,21 @@ def _intra(keys: list[LayerKey], costs: list[LayerCost], model: ModelSpec, clust
     # a ring that spans nodes is as slow as its inter-node hop: price a hop between nodes
     out["cp_hop"] = group_collective(comm, cluster, "sendrecv", kv, np.where(cp > 1, 2, 1),
                                      np.where(crosses, cluster.gpus_per_node, 1))
-    out["cp_a2a"] = _ulysses(keys, model, cluster, comm, precision)
+    out["cp_a2a"] = _ulysses(keys, model, cluster, comm, precision, a2a)
     return out
 
 
 def _ulysses(keys: list[LayerKey], model: ModelSpec, cluster: Cluster, comm: CollectiveModel,
-             precision: Precision) -> np.ndarray:
+             precision: Precision, a2a: np.ndarray) -> np.ndarray:
     """Seconds per unique key of one pass's all-to-alls under all-to-all context
     parallelism (DeepSpeed-Ulysses, Jacobs et al. 2023, arXiv:2309.14509): q, k and v go
     from sequence- to head-sharding before attention and the output back after it, each
-    all-to-all over the cp ranks (tp apart) of that tensor's local slice."""
+    all-to-all over the cp ranks (tp apart) of that tensor's local slice. Keys no plan
+    runs so are left at 0 (priced as groups of one)."""
     e = bytes_per_element(precision.vector_math)
     tokens = np.array([k.micro_batch * k.seq_len / k.cp for k in keys])
-    tp, cp = np.array([k.tp for k in keys]), np.array([k.cp for k in keys])
+    tp = np.array([k.tp for k in keys])
+    cp = np.where(a2a, [k.cp for k in keys], 1)
     q = tokens * np.maximum(model.num_heads // tp, 1) * model.head_dim * e
     kv = tokens * np.maximum(model.num_kv_heads // tp, 1) * model.head_dim * e
     return 2 * (group_collective(comm, cluster, "alltoall", q, cp, tp)
@@ -144,7 +146,9 @@ def layer_parts(keys: list[LayerKey], costs: list[LayerCost], plans: dict[str, n
     1 selective, 2 full)."""
     uniq, idx, first = _unique(keys)
     ucost = [costs[i] for i in first]
-    intra = _intra(uniq, ucost, model, cluster, comm, precision)
+    a2a = np.zeros(len(uniq), dtype=bool)
+    a2a[idx[plans["cp_a2a"]]] = True  # the keys an all-to-all CP plan runs
+    intra = _intra(uniq, ucost, model, cluster, comm, precision, a2a)
     rc, cp = plans["recompute"], plans["cp"]
     zero = np.zeros(len(keys))
     exposed, total, recompute = {}, {}, {}

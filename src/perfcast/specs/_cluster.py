@@ -158,12 +158,13 @@ def with_fabric(cluster: Cluster, **fabric) -> Cluster:
     if cluster.inter_node is None:
         raise InputError(f"inter_node.{next(iter(fabric))}", f"{cluster.name} has no "
                          "inter-node network to describe", "a cluster with inter_node")
+    fields = {**cluster.inter_node.model_dump(), **fabric}
     try:
-        link = Link(**{**cluster.inter_node.model_dump(), **fabric})
+        link = Link(**fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        if not err["loc"]:  # _fabric_is_consistent: "field: why"
-            field, why = str(err["msg"]).removeprefix("Value error, ").split(": ", 1)
-            raise InputError(f"inter_node.{field}", why) from None
+        problem = None if exc.errors()[0]["loc"] else Link.model_construct(
+            **fields).fabric_problem()  # _fabric_is_consistent's (field, why)
+        if problem is not None:
+            raise InputError(f"inter_node.{problem[0]}", problem[1]) from None
         raise from_validation_error(exc, prefix="inter_node.") from None
     return cluster.model_copy(update={"inter_node": link})

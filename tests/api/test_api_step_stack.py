@@ -27,12 +27,14 @@ def test_sdpa_beats_the_materialised_scores_at_long_sequence():
 
 
 def test_legacy_stack_reproduces_the_pre_stack_step():
-    """Pinned: what `perfcast step` gave for llama-2-7b 1x2048 bf16 on h100-sxm before
-    stacks (80.20 ms, 1192 launches, 12 us per launch)."""
+    """Pinned: llama-2-7b 1x2048 bf16 on h100-sxm, the legacy stack (12 us per launch, as
+    before stacks): 83.88 ms, 1386 launches. Before stacks 80.20 ms and 1192 launches; the
+    difference is the bf16 RMSNorm's two casts with fp32 between them and rotate_half's
+    negation, which transformers has always run (tests/ops/test_eager_hf_kernels.py)."""
     legacy = _run(seq_len=2048, stack="hf-transformers-legacy")
-    assert legacy.kernels == 1192
+    assert legacy.kernels == 1386
     assert legacy.inputs["dispatch_s"] == pytest.approx(12e-6)
-    assert legacy.time_s == pytest.approx(80.20e-3, rel=2e-3)
+    assert legacy.time_s == pytest.approx(83.88e-3, rel=2e-3)
 
 
 def test_decode_step_prices_the_cache_and_one_token():
@@ -41,8 +43,10 @@ def test_decode_step_prices_the_cache_and_one_token():
     assert step.inputs["seq_len"] == 1 and step.inputs["context"] == 512
     assert (ops["family"] == "attn_decode").any()
     assert ops.loc[ops["family"] == "gemm", "m"].max() == 1
-    longer = _run(mode="decode", context=4096)
-    assert longer.time_s > step.time_s
+    # a decode step of the eager stack is host-bound: replayed as a graph, the longer cache
+    # costs more
+    short, longer = (_run(mode="decode", context=c, execution="cuda-graph") for c in (512, 4096))
+    assert longer.time_s > short.time_s
 
 
 def test_explicit_options_override_the_stack_and_are_recorded():

@@ -19,18 +19,21 @@ __all__ = ["EngineHost", "engine_host"]
 
 @dataclass(frozen=True)
 class EngineHost:
-    """Launch mode, serving host profile, host seconds per eager kernel and per step."""
+    """Launch mode, serving host profile, host seconds per eager kernel, per step and per
+    generate() token."""
 
     execution: Execution
     profile: str
     dispatch_s: float
     step_s: float
     given: tuple[str, ...] = ()  # options the user set over the stack's choice
+    generate_s: float = 0.0
+    host_speed: float = 1.0  # this host against the stack's reference CPU
 
     def inputs(self) -> dict[str, Any]:
         return {"execution": str(self.execution), "host": self.profile,
                 "host_dispatch_s": self.dispatch_s, "host_step_s": self.step_s,
-                "overrides_of_stack": list(self.given)}
+                "host_generate_s": self.generate_s, "overrides_of_stack": list(self.given)}
 
 
 def engine_host(stack: Stack, execution: Execution | str | None, profile: str | None,
@@ -53,4 +56,4 @@ def engine_host(stack: Stack, execution: Execution | str | None, profile: str | 
         raise InputError("host", f"unknown profile {profile!r}", list(HOST_PROFILES))
     h = stack.host
     return EngineHost(execution, profile, (h.op_dispatch_s + h.module_s) / host_speed,
-                      h.step_s / host_speed, given)
+                      h.step_s / host_speed, given, h.generate_s / host_speed, host_speed)

@@ -159,6 +159,7 @@ def execute_infer(r: ResolvedInfer) -> InferResult:
         output_tokens=w.output_tokens, precision=r.precision, plan=r.plan,
         execution=h.execution, host=h.profile, time_model=r.time_model, images=w.images,
         comm_model=r.comm_model, dispatch_s=h.dispatch_s, step_host_s=h.step_s,
+        decode_host_s=0.0 if r.stack.serving_engine else h.generate_s,
         batch_ops=_eager_graph(r))
     inputs = {"model": r.model.name, "gpu": r.machines.device.name, "cluster": r.machines.name,
               "tp": r.plan.tp, "cp": r.plan.cp, "images": w.images, "batch": w.batch,
@@ -169,9 +170,12 @@ def execute_infer(r: ResolvedInfer) -> InferResult:
     if not r.stack.serving_engine:
         forecast.notes.append(
             f"{r.stack.name} runs generate()'s eager module graph (prefill with last-token "
-            "logits, then one decode step per token over a DynamicCache); generate()'s own "
-            "per-token Python bookkeeping is not measured (host_step_s = 0): this TPOT is a "
-            "lower bound")
+            "logits, then one decode step per token over a DynamicCache), each token paying "
+            f"generate()'s own host bookkeeping ({h.generate_s * 1e3:.2f} ms, host_generate_s)"
+            f" on a host {h.host_speed:.3g}x as fast as the stack's reference CPU "
+            f"({r.stack.host.reference_cpu})"
+            + ("" if h.generate_s else ": not measured for this stack, so this TPOT is a "
+               "lower bound"))
     return InferResult(r.request, inputs, forecast)
 
 

@@ -161,6 +161,7 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
                        comm_model: CollectiveModel | None = None,
                        dispatch_s: float | None = None,
                        step_host_s: float = 0.0,
+                       decode_host_s: float = 0.0,
                        batch_ops: Callable[[Batch], pd.DataFrame] | None = None
                        ) -> InferenceForecast:
     """TTFT, TPOT, end-to-end latency and memory of `batch` identical requests run together.
@@ -171,7 +172,8 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
     encoding. `plan.cp` > 1 splits each prompt over a context-parallel group (see
     compose/_context_parallel.py); cp = 1 is the plain forecast. `dispatch_s` is the host cost
     of one eager kernel launch (the software stack's; None: compose's default) and
-    `step_host_s` host seconds per step beyond the engine profile `host` (e.g. generate()).
+    `step_host_s` host seconds per step beyond the engine profile `host`, and
+    `decode_host_s` more per decode step (HF generate()'s per-token bookkeeping).
     `batch_ops` turns each step's Batch into its op table (default: the serving engine's
     `step_ops`; an eager PyTorch stack passes its module graph, `ops.eager_batch_ops`).
     """
@@ -198,10 +200,13 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
 
     batch_ops = batch_ops or (lambda b: step_ops(model, b, precision, plan))
 
-    def price(b: Batch) -> StepForecast:
+    def price(b: Batch, more_host_s: float = 0.0) -> StepForecast:
         return step_time(batch_ops(b), cluster, execution,
-                         host_overhead_s(host, batch, plan.tp) + step_host_s, time_model,
-                         comm_model, dispatch_s)
+                         host_overhead_s(host, batch, plan.tp) + step_host_s + more_host_s,
+                         time_model, comm_model, dispatch_s)
+
+    def price_decode(b: Batch) -> StepForecast:
+        return price(b, decode_host_s)
 
     vision = (vision_step(model, batch * images, precision, plan, cluster, execution,
                           time_model, comm_model) if images else None)
@@ -214,8 +219,8 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
         contexts = np.arange(first, first + steps)
         samples = np.unique(np.linspace(contexts[0], contexts[-1], DECODE_SAMPLES).round())
         enc = prompt if model.kind == "encoder-decoder" else 0
-        priced = [_decode(price, model, cluster, precision, plan, comm, batch, int(c), enc,
-                          time_model) for c in samples]
+        priced = [_decode(price_decode, model, cluster, precision, plan, comm, batch, int(c),
+                          enc, time_model) for c in samples]
         decode_total = float(np.interp(contexts, samples, [p.time_s for p in priced]).sum())
         decode = priced[len(priced) // 2]
     ttft = prefill.time_s + (vision.time_s if vision is not None else 0.0)

@@ -96,14 +96,29 @@ class _Graph:
         if norm == "layernorm":
             self.vec("ln", "norm", label, rows, width, flops=5, fuse=fuse)
             return
-        # HF RMSNorm (Llama, T5): pow, mean, +eps, rsqrt, x*rstd, weight*x
+        # HF RMSNorm (Llama, T5): x.to(fp32), pow, mean, +eps, rsqrt, x*rstd, .to(dtype),
+        # weight*x. The casts are no-ops in fp32; in half precision they launch two kernels
+        # and the four in between move fp32 (`up` elements of this dtype per value): 8
+        # kernels, as torch.profiler counts in a bf16 LlamaDecoderLayer on an H100
+        # (docs/validation/gpu_check/h200_host_check.json, decoder_layer_kernels = 40)
         tag = fuse or f"rms_{label}"
-        self.vec("powu", "elementwise", f"{label}.pow", rows, width, fuse=tag)
-        self.vec("mean", "elementwise", f"{label}.mean", rows, width, writes=1 / width,
+        up = 4 / self.elem_bytes if self.elem_bytes < 4 else 1
+        if up > 1:
+            self.vec("cast", "elementwise", f"{label}.to_fp32", rows, width, writes=up,
+                     fuse=tag)
+        self.vec("powu", "elementwise", f"{label}.pow", rows, width, reads=up, writes=up,
                  fuse=tag)
-        self.vec("addu", "elementwise", f"{label}.eps", rows, 1, fuse=tag)
-        self.vec("rsqrt", "elementwise", f"{label}.rsqrt", rows, 1, fuse=tag)
-        self.vec("mul", "elementwise", f"{label}.scale", rows, width, fuse=tag)
+        self.vec("mean", "elementwise", f"{label}.mean", rows, width, reads=up,
+                 writes=up / width, fuse=tag)
+        self.vec("addu", "elementwise", f"{label}.eps", rows, 1, reads=up, writes=up,
+                 fuse=tag)
+        self.vec("rsqrt", "elementwise", f"{label}.rsqrt", rows, 1, reads=up, writes=up,
+                 fuse=tag)
+        self.vec("mul", "elementwise", f"{label}.scale", rows, width, reads=up, writes=up,
+                 fuse=tag)
+        if up > 1:
+            self.vec("cast", "elementwise", f"{label}.to_dtype", rows, width, reads=up,
+                     fuse=tag)
         self.vec("mul", "elementwise", f"{label}.weight", rows, width, fuse=tag)
 
     def activation(self, act: str, rows: float, width: float) -> None:
@@ -159,6 +174,8 @@ def _attention(g: _Graph, m: ModelSpec, style: str, batch: int, q_len: int, kv_l
     if style == "llama":
         for name, width in (("q", heads * d), ("k", kv_heads * d)):
             g.vec("mul", "elementwise", f"rope_{name}.cos", t, width, fuse=f"rope_{name}")
+            # rotate_half: torch.cat((-x2, x1)), a negation of the half, then the copy
+            g.vec("neg", "elementwise", f"rope_{name}.neg", t, width / 2, fuse=f"rope_{name}")
             g.vec("copy", "elementwise", f"rope_{name}.rotate", t, width, fuse=f"rope_{name}")
             g.vec("mul", "elementwise", f"rope_{name}.sin", t, width, fuse=f"rope_{name}")
             g.vec("add", "elementwise", f"rope_{name}.add", t, width, reads=2,

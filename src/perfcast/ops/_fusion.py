@@ -21,6 +21,9 @@ FUSION_RULES = {"act": ("activation", "gelu", 1, 1), "softmax": ("softmax", "sof
                 "rope": ("elementwise", "mul", 1, 1)}
 
 
+_ELEM_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
+
+
 def _rule(tag: str) -> tuple[str, str, float, float]:
     return FUSION_RULES[tag.split("_", 1)[0] if tag.startswith(("rms_", "rope_")) else tag]
 
@@ -29,7 +32,10 @@ def _merge(run: list[dict]) -> dict:
     family, kernel, reads, writes = _rule(run[0]["fuse"])
     big = max(run, key=lambda r: r["m"] * r["n"])
     e = big["m"] * big["n"]
-    per = big["bytes_written"] / e if big["bytes_written"] else 4.0
+    # the fused kernel moves the run's dtype (a half-precision RMSNorm's fp32 intermediates
+    # stay in registers); an unknown dtype: the widest row's bytes per element
+    per = _ELEM_BYTES.get(big["dtype"]) or (big["bytes_written"] / e if big["bytes_written"]
+                                            else 4.0)
     if any(":gate_mul" in r["op"] for r in run):
         reads += 1  # SiLU(gate) x up reads both projections
     if run[0]["phase"] == "backward":

@@ -56,16 +56,20 @@ class HostModel(BaseModel):
     `op_dispatch_s`: per eager kernel (Python, ATen dispatch, cudaLaunchKernel; measured per
     decoder layer / kernels, so module calls are inside it); `module_s`: a further per-kernel
     Python cost where a stack's module overhead is measured apart (charged per kernel, as HF
-    modules run one GEMM or a few pointwise kernels each); `step_s`: per step outside
-    the model (scheduler, sampler, input preparation, generate()'s bookkeeping). A GPU host's
-    CPU runs them `host_speed` times faster than the reference CPU (`perfcast.specs.Device`
-    has no host CPU: the factor is an input, default 1)."""
+    modules run one GEMM or a few pointwise kernels each); `step_s`: per model forward
+    outside the kernels perfcast lists (scheduler, sampler, input preparation; in HF models
+    the causal mask and the rotary tables); `generate_s`: per new token of HF generate()
+    beyond the forward (logits processors, stopping criteria, cache and mask updates, the
+    sync on the finished flag). A GPU host's CPU runs them `host_speed` times faster than
+    the reference CPU (`perfcast.specs.Device` has no host CPU: the factor is an input,
+    default 1)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     op_dispatch_s: float = Field(ge=0.0, le=1e-3)
     module_s: float = Field(0.0, ge=0.0, le=1e-3)
     step_s: float = Field(0.0, ge=0.0, le=1.0)
+    generate_s: float = Field(0.0, ge=0.0, le=1.0)
     serving_profile: str | None = None  # a fitted serving-engine host profile (compose)
     reference_cpu: str
     provenance: str = Field(min_length=1)

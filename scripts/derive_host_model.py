@@ -1,0 +1,138 @@
+"""Derive the hf-transformers stack's host model from a measured host probe.
+
+The probe (perfcast.measure._host_probe, run on a GPU host by scripts/gpu_host_check.py)
+times hidden-64 Llama models, whose kernels take no time, so each time is host work:
+  forward_s[L]        a 16-token forward with last-token logits, L = 1 and 5 layers
+  generate_token_s[L] generate()'s seconds per new token
+Their per-layer slopes over perfcast's own kernels per layer give the host seconds per eager
+kernel, pooled over both (op_dispatch_s); what the forward costs beyond perfcast's
+embedding and head kernels is step_s (causal mask, rotary tables, input preparation); what a
+generate() token costs beyond a decode forward is generate_s. The probe's CPU-only run on the
+same host is kept beside it: the reference that `--host-speed` of another host is relative to.
+
+    python scripts/derive_host_model.py --probe docs/validation/gpu_check/h100_host_check.json
+    python scripts/derive_host_model.py --check    # the shipped files match the derivation
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from perfcast.ops import eager_ops
+from perfcast.specs import ModelSpec, Precision
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST_JSON = ROOT / "src/perfcast/compose/data/host_eager_torch.json"
+STACKS_JSON = ROOT / "src/perfcast/specs/data/stacks.json"
+STACK, COMPILED = "hf-transformers", "torch-compile"
+DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def kernels(probe: dict, mode: str) -> dict[str, int]:
+    """perfcast's eager kernels per layer group for the probe's model, dtype and mode."""
+    m = probe["model"]
+    spec = ModelSpec(name="probe-llama", model_type="llama", hidden_size=m["hidden"],
+                     num_layers=1, num_heads=m["heads"], num_kv_heads=m["heads"],
+                     head_dim=m["hidden"] // m["heads"], intermediate_size=m["intermediate"],
+                     vocab_size=m["vocab"], position="rope", norm="rmsnorm",
+                     activation="silu", gated_mlp=True)
+    dtype = DTYPES[probe.get("dtype", "float32")]  # schema-1 probes before the field: fp32
+    precision = Precision(weights=dtype, activations=dtype, kv_cache=dtype)
+    ops = (eager_ops(spec, 1, 1, "decode", precision, attention="sdpa",
+                     context=m["cached_tokens"]) if mode == "decode" else
+           eager_ops(spec, 1, m["prompt_tokens"], "forward", precision, attention="sdpa",
+                     logits="last"))
+    per = ops.groupby("layer")["count"].sum()
+    return {"layer": int(per["layer"]), "outside": int(per.sum() - per["layer"])}
+
+
+def derive(probe: dict) -> dict:
+    fwd, dec = kernels(probe, "forward"), kernels(probe, "decode")
+    f, g = probe["forward_per_layer"], probe["generate_per_layer"]
+    dispatch = (f["per_layer_s"] + g["per_layer_s"]) / (fwd["layer"] + dec["layer"])
+    step = f["fixed_s"] - dispatch * fwd["outside"]
+    generate = g["fixed_s"] - step - dispatch * dec["outside"]
+    if min(dispatch, step, generate) <= 0:
+        sys.exit(f"the probe gives a non-positive host term: {dispatch=}, {step=}, {generate=}")
+    return {"kernels": {"forward": fwd, "decode": dec}, "op_dispatch_s": dispatch,
+            "step_s": step, "generate_s": generate}
+
+
+def host_entry(shipped: dict, derived: dict) -> dict:
+    cuda = shipped["probes"]["cuda"]
+    return {
+        "op_dispatch_s": round(derived["op_dispatch_s"], 9), "module_s": 0.0,
+        "step_s": round(derived["step_s"], 9), "generate_s": round(derived["generate_s"], 9),
+        "reference_cpu": f"{cuda['cpu']} host of an {cuda['device_name']}, torch "
+                         f"{cuda['torch']}, transformers {cuda['transformers']}",
+        "provenance": "scripts/derive_host_model.py from compose/data/host_eager_torch.json "
+                      "(perfcast.measure._host_probe on that GPU host: hidden-64 Llama forward "
+                      "and generate() at 1 and 5 layers, host-bound): per-layer slopes over "
+                      "perfcast's kernels per layer -> seconds per eager kernel; the forward's "
+                      "fixed part beyond the embedding and head kernels -> step_s (mask, "
+                      "rotary tables); generate()'s per token beyond a decode forward -> "
+                      "generate_s",
+    }
+
+
+def compiled_entry(shipped: dict, old: dict) -> dict:
+    """torch.compile's generated code launches each fused kernel from C++/Triton without
+    per-module Python: one torch op's measured dispatch on the GPU host per kernel."""
+    cuda = shipped["probes"]["cuda"]
+    return {**old, "op_dispatch_s": round(cuda["torch_add_s"], 9),
+            "reference_cpu": host_entry(shipped, {"op_dispatch_s": 0, "step_s": 0,
+                                                  "generate_s": 0})["reference_cpu"],
+            "provenance": "compiled code launches kernels without per-module Python: one "
+                          "torch.add on the GPU (dispatch and launch, measured by "
+                          "perfcast.measure._host_probe on the reference host, "
+                          "compose/data/host_eager_torch.json) per kernel; --execution "
+                          "cuda-graph for mode='reduce-overhead'"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--probe", type=Path, help="a gpu_host_check.py JSON to take the "
+                        "probes from (default: keep the shipped ones)")
+    parser.add_argument("--check", action="store_true", help="fail if the shipped files "
+                        "differ from the derivation")
+    args = parser.parse_args()
+    shipped = json.loads(HOST_JSON.read_text())
+    if args.probe:
+        rows = json.loads(args.probe.read_text())["rows"]
+        probes = {r["device"]: {k: v for k, v in r.items() if k != "what"}
+                  for r in rows if r.get("what") == "host_probe"}
+        shipped = {"schema": 2,
+                   "about": "Eager PyTorch host cost measured on a GPU host "
+                            "(perfcast.measure._host_probe via scripts/gpu_host_check.py): "
+                            "the CUDA probe gives the hf-transformers host model "
+                            "(scripts/derive_host_model.py); the CPU-only probe on the same "
+                            "host is the reference a --host-speed is relative to.",
+                   "source": str(args.probe.relative_to(ROOT)) if args.probe.is_absolute()
+                   else str(args.probe), "probes": {"cuda": probes["cuda"], "cpu": probes["cpu"]}}
+    derived = derive(shipped["probes"]["cuda"])
+    new_host = {**shipped, "derived": derived}
+    stacks = json.loads(STACKS_JSON.read_text())
+    entry = next(s for s in stacks["stacks"] if s["name"] == STACK)
+    compiled = next(s for s in stacks["stacks"] if s["name"] == COMPILED)
+    new_entry = host_entry(shipped, derived)
+    new_compiled = compiled_entry(shipped, compiled["host"])
+    if args.check:
+        same_host = new_host == json.loads(HOST_JSON.read_text())
+        same_stacks = entry["host"] == new_entry and compiled["host"] == new_compiled
+        stale = [p.name for p, same in ((HOST_JSON, same_host), (STACKS_JSON, same_stacks))
+                 if not same]
+        if stale:
+            sys.exit(f"stale: {stale}; run scripts/derive_host_model.py")
+        print("host model up to date")
+        return
+    HOST_JSON.write_text(json.dumps(new_host, indent=1) + "\n")
+    entry["host"], compiled["host"] = new_entry, new_compiled
+    STACKS_JSON.write_text(json.dumps(stacks, indent=1, ensure_ascii=False) + "\n")
+    print(json.dumps(derived, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Hold perfcast's hf-transformers forecasts against scripts/gpu_host_check.py's whole steps.
+
+A held-out check, never a fit: each `prefill` row is priced as `perfcast step --mode forward
+--logits last`, each `generate_token` row as `perfcast infer --stack hf-transformers`'s TPOT
+(generate()'s decode step plus its per-token host work), on the GPU the check ran on.
+
+    python scripts/gpu_host_report.py docs/validation/gpu_check/h100_host_check.json \
+        --gpu h100-sxm [--out docs/validation/gpu_check/h100_host.md] [--host-speed X]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcast.api import InferRequest, StepRequest, run
+from perfcast.validate._reports import md_table
+
+
+def forecast_s(row: dict, gpu: str, stack: str, host_speed: float | None) -> float:
+    speed = {} if host_speed is None else {"host_speed": host_speed}
+    if row["what"] == "prefill":
+        req = StepRequest.from_options(model=row["model"], gpu=gpu, mode="forward",
+                                       batch=row["batch"], seq_len=row["seq"], logits="last",
+                                       dtype="bf16", stack=stack, **speed)
+        return run(req).time_s
+    req = InferRequest.from_options(model=row["model"], gpu=gpu, batch=row["batch"],
+                                    prompt_tokens=row["context"], output_tokens=64,
+                                    dtype="bf16", stack=stack, **speed)
+    return run(req).forecast.tpot_s
+
+
+def table(path: Path, gpu: str, stack: str, host_speed: float | None) -> pd.DataFrame:
+    rows = [r for r in json.loads(path.read_text())["rows"]
+            if r["what"] in ("prefill", "generate_token")]
+    out = pd.DataFrame([{
+        "case": r["what"], "model": r["model"], "batch": r["batch"],
+        "tokens": r.get("seq", r.get("context")), "measured_ms": r["wall_s"] * 1e3,
+        "forecast_ms": forecast_s(r, gpu, stack, host_speed) * 1e3} for r in rows])
+    out["ratio"] = out["forecast_ms"] / out["measured_ms"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("check", type=Path)
+    parser.add_argument("--gpu", default="h100-sxm")
+    parser.add_argument("--stack", default="hf-transformers")
+    parser.add_argument("--host-speed", type=float, default=None)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    t = table(args.check, args.gpu, args.stack, args.host_speed)
+    ape = (t["ratio"] - 1).abs()
+    lines = [md_table(t.round(3)), "",
+             f"MAPE {ape.mean():.3f}, median APE {ape.median():.3f}, "
+             f"median ratio {np.exp(np.log(t['ratio']).median()):.3f}; by case: "
+             + ", ".join(f"{c} {g.mean():.3f}" for c, g in ape.groupby(t["case"]))]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""The hf-transformers host model: derived from the shipped host probe (scripts/
+derive_host_model.py --check), and the probe and GPU host check run on the CPU."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfcast.specs import get_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_shipped_host_model_is_what_the_probe_gives():
+    done = _script("derive_host_model.py", "--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_host_model_terms_are_measured_and_positive():
+    host = get_stack("hf-transformers").host
+    probe = json.loads((ROOT / "src/perfcast/compose/data/host_eager_torch.json").read_text())
+    assert probe["schema"] == 2 and probe["probes"]["cuda"]["device"] == "cuda"
+    assert host.op_dispatch_s == pytest.approx(probe["derived"]["op_dispatch_s"], abs=1e-9)
+    assert host.generate_s > 0 and host.step_s > 0
+    assert probe["probes"]["cuda"]["cpu"] in host.reference_cpu
+
+
+def test_gpu_host_check_runs_tiny_on_the_cpu(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "check.json"
+    done = _script("gpu_host_check.py", "--tiny", "--out", str(out),
+                   "--parts", "host_cpu,hf_steps")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert not [r for r in rows if "error" in r]
+    probe = next(r for r in rows if r["what"] == "host_probe")
+    assert probe["decoder_layer_s"] > 0 and probe["generate_per_layer"]["per_layer_s"] > 0
+    assert {r["what"] for r in rows} == {"host_probe", "prefill", "generate_token"}

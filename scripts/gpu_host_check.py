@@ -30,6 +30,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = runpy.run_path(str(ROOT / "src/perfcast/measure/_host_probe.py"))
+STACK_CHECK = runpy.run_path(str(ROOT / "scripts/gpu_stack_check.py"))
 MODELS = ROOT / "src/perfcast/specs/data/models"
 STEP_MODELS = ("qwen2.5-0.5b", "llama-3.2-1b", "llama-2-7b")
 PREFILL_SEQ = (128, 512, 2048)
@@ -38,23 +39,7 @@ NEW_SHORT, NEW_LONG = 16, 48
 VECTOR_TOKENS = (1, 512, 2048, 8192)
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def _wall_s(fn, device: str, iters: int, reps: int = 3) -> float:
-    """Min over `reps` of the mean wall seconds per call (synchronized), after a warm-up."""
-    fn()
-    _sync(device)
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        _sync(device)
-        best = min(best, (time.perf_counter() - start) / iters)
-    return best
+_sync, per_call_s = PROBE["_sync"], PROBE["per_call_s"]
 
 
 def host_cuda(device: str, tiny: bool) -> list[dict]:
@@ -89,9 +74,9 @@ def hf_steps(device: str, tiny: bool) -> list[dict]:
         for seq in (16,) if tiny else PREFILL_SEQ:
             ids = torch.randint(0, vocab, (1, seq), device=device)
             with torch.inference_mode():
-                s = _wall_s(lambda ids=ids, model=model: model(ids, use_cache=False,
-                                                               logits_to_keep=1),
-                            device, iters=3 if tiny else 10)
+                s = per_call_s(lambda ids=ids, model=model: model(ids, use_cache=False,
+                                                                  logits_to_keep=1),
+                               device, calls=3 if tiny else 10, repeats=3)
             rows.append({"what": "prefill", "model": name, "batch": 1, "seq": seq,
                          "wall_s": s, "logits": "last"})
         for batch, prompt in ((1, 16),) if tiny else GENERATE:
@@ -127,7 +112,7 @@ def hf_steps(device: str, tiny: bool) -> list[dict]:
 def _gpu_s(fn, device: str, calls: int = 20) -> float:
     """GPU seconds per call: `calls` calls captured in one CUDA graph, replayed (CPU: wall)."""
     if device != "cuda":
-        return _wall_s(fn, device, iters=calls)
+        return per_call_s(fn, device, calls=calls, repeats=3)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -194,19 +179,8 @@ def main() -> None:
     meta = {"torch": torch.__version__, "cuda": torch.version.cuda, "tiny": args.tiny,
             "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
             "cpu": PROBE["cpu_model"](), "cpu_count": os.cpu_count()}
-    rows, done = [], []
-    for name in args.parts.split(","):
-        start = time.perf_counter()
-        try:
-            rows += PARTS[name](device, args.tiny)
-        except Exception as exc:  # noqa: BLE001 - one part failing must not lose the others
-            rows.append({"what": name, "error": f"{type(exc).__name__}: {exc}"})
-        done.append(name)
-        print(f"part {name} done in {time.perf_counter() - start:.1f} s", file=sys.stderr,
-              flush=True)
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(json.dumps({"meta": meta, "parts_done": done, "rows": rows}, indent=1))
-        os.replace(tmp, args.out)
+    rows = STACK_CHECK["run_parts"](PARTS, args.parts.split(","), device, args.tiny,
+                                    args.out, meta)
     for row in rows:
         print(json.dumps({k: v for k, v in row.items() if k not in ("about", "model_")}))
 

@@ -548,20 +548,28 @@ def main() -> None:
                         help=f"comma list of parts to run (default all: {','.join(PARTS)})")
     args = parser.parse_args()
     device = "cpu" if args.tiny else "cuda"
-    meta = _meta(device, args.tiny, args.parts)
+    rows = run_parts(PARTS, args.parts, device, args.tiny, args.out,
+                     _meta(device, args.tiny, args.parts))
+    print("\n".join(_summary(rows)))
+
+
+def run_parts(parts: dict[str, Callable[[str, bool], list[dict]]], names: list[str],
+              device: str, tiny: bool, out: Path, meta: dict) -> list[dict]:
+    """Run the named parts in order, writing the JSON after each (also used by
+    scripts/gpu_host_check.py); a part that fails leaves an error row, not a lost run."""
     rows, done = [], []
-    for name in args.parts:
+    for name in names:
         torch.manual_seed(0)  # each part draws the same inputs whichever parts run
         start = time.perf_counter()
         try:
-            rows += PARTS[name](device, args.tiny)
+            rows += parts[name](device, tiny)
         except Exception as exc:  # noqa: BLE001 - one part failing must not lose the others
             rows.append({"what": name, "error": f"{type(exc).__name__}: {exc}"})
         done.append(name)
         print(f"part {name} done in {time.perf_counter() - start:.1f} s", file=sys.stderr,
               flush=True)
-        _write(args.out, meta, done, rows, complete=len(done) == len(args.parts))
-    print("\n".join(_summary(rows)))
+        _write(out, meta, done, rows, complete=len(done) == len(names))
+    return rows
 
 
 if __name__ == "__main__":

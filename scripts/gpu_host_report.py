@@ -5,7 +5,7 @@ A held-out check, never a fit: each `prefill` row is priced as `perfcast step --
 (generate()'s decode step plus its per-token host work), on the GPU the check ran on.
 
     python scripts/gpu_host_report.py docs/validation/gpu_check/h100_host_check.json \
-        --gpu h100-sxm [--out docs/validation/gpu_check/h100_host.md] [--host-speed X]
+        --gpu h100-sxm [--out docs/validation/gpu_check/gpu_host.md] [--host-speed X]
 """
 
 from __future__ import annotations
@@ -17,8 +17,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfcast.api import InferRequest, StepRequest, run
+from perfcast.api import InferRequest, StepRequest, kernel_model, run
+from perfcast.kernels import stack_kernel_model
+from perfcast.ops import eager_ops
+from perfcast.specs import Precision, get_device, get_model, get_stack
 from perfcast.validate._reports import md_table
+
+BF16 = Precision(weights="bf16", activations="bf16", kv_cache="bf16")
+# gpu_host_check.py's hf_vectors modules -> their rows in perfcast's Llama-2-7B layer
+MODULE_OPS = {"rms_norm": r":ln_1\.", "rotary_qk": r":rope_[qk]\.",
+              "silu_mul": r"^(?:silu:silu|mul:gate_mul)$", "residual_add": r"^add:attn_residual$"}
 
 
 def forecast_s(row: dict, gpu: str, stack: str, host_speed: float | None) -> float:
@@ -45,6 +53,27 @@ def table(path: Path, gpu: str, stack: str, host_speed: float | None) -> pd.Data
     return out
 
 
+def vectors(path: Path, gpu: str, stack: str) -> pd.DataFrame:
+    """transformers' Llama modules between the GEMMs (GPU seconds, CUDA-graph replay) against
+    the sum of their rows in perfcast's eager op table, per kernel model. `residual_add` was
+    timed as x + x, which reads one tensor: a floor, not the add of two."""
+    device, spec = get_device(gpu), get_model("llama-2-7b")
+    models = {m: stack_kernel_model(get_stack(stack), kernel_model(m, None, device)[0])
+              for m in ("roofline", "calibrated")}
+    out = []
+    for r in json.loads(path.read_text())["rows"]:
+        if r["what"] != "vector_module":
+            continue
+        ops = eager_ops(spec, 1, r["tokens"], "forward", BF16, attention="sdpa")
+        ops = ops[(ops["layer"] == "layer") & ops["op"].str.contains(MODULE_OPS[r["module"]])]
+        row = {"module": r["module"], "tokens": r["tokens"], "kernels": int(len(ops)),
+               "measured_us": r["gpu_s"] * 1e6}
+        for name, model in models.items():
+            row[f"{name}_us"] = float(np.sum(model.kernel_times(ops, device))) * 1e6
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("check", type=Path)
@@ -59,6 +88,12 @@ def main() -> None:
              f"MAPE {ape.mean():.3f}, median APE {ape.median():.3f}, "
              f"median ratio {np.exp(np.log(t['ratio']).median()):.3f}; by case: "
              + ", ".join(f"{c} {g.mean():.3f}" for c, g in ape.groupby(t["case"]))]
+    v = vectors(args.check, args.gpu, args.stack)
+    if len(v):
+        ratio = {m: v[f"{m}_us"] / v["measured_us"] for m in ("roofline", "calibrated")}
+        lines += ["", "Vector modules (GPU time per call, no host):", "", md_table(v.round(1)), "",
+                  "; ".join(f"{m}: MAPE {(r - 1).abs().mean():.3f}, median ratio "
+                            f"{np.exp(np.log(r).median()):.3f}" for m, r in ratio.items())]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -9,8 +9,13 @@ kernel, pooled over both (op_dispatch_s); what the forward costs beyond perfcast
 embedding and head kernels is step_s (causal mask, rotary tables, input preparation); what a
 generate() token costs beyond a decode forward is generate_s. The probe's CPU-only run on the
 same host is kept beside it: the reference that `--host-speed` of another host is relative to.
+The CUDA probes of other GPU hosts (`--hosts`) give `spread`: the largest factor by which a
+measured host's per-layer host time differs from the reference, either way (low = 1/high),
+which widens the 90% intervals of host-bound forecasts.
 
-    python scripts/derive_host_model.py --probe docs/validation/gpu_check/h100_host_check.json
+    python scripts/derive_host_model.py --probe docs/validation/gpu_check/h100_host_check.json \
+        --hosts docs/validation/gpu_check/h200_host_check.json \
+        docs/validation/gpu_check/h100b_host_check.json
     python scripts/derive_host_model.py --check    # the shipped files match the derivation
 """
 
@@ -61,11 +66,35 @@ def derive(probe: dict) -> dict:
             "step_s": step, "generate_s": generate}
 
 
+def per_layer_s(probe: dict) -> float:
+    """A probe's host seconds per layer: its forward and generate() slopes together."""
+    return probe["forward_per_layer"]["per_layer_s"] + probe["generate_per_layer"]["per_layer_s"]
+
+
+def spread(shipped: dict) -> list[float]:
+    """(low, high): the reference host's time scaled by the farthest measured host's."""
+    ref = per_layer_s(shipped["probes"]["cuda"])
+    far = max([1.0] + [max(r, 1 / r) for r in (per_layer_s(h) / ref
+                                                for h in shipped.get("other_hosts", []))])
+    return [round(1 / far, 4), round(far, 4)]
+
+
+def _cuda_probe(path: Path) -> dict:
+    rows = json.loads(path.read_text())["rows"]
+    probe = next(r for r in rows if r.get("what") == "host_probe" and r["device"] == "cuda")
+    return {**{k: v for k, v in probe.items() if k != "what"}, "source": _rel(path)}
+
+
+def _rel(path: Path) -> str:
+    return str(path.resolve().relative_to(ROOT))
+
+
 def host_entry(shipped: dict, derived: dict) -> dict:
     cuda = shipped["probes"]["cuda"]
     return {
         "op_dispatch_s": round(derived["op_dispatch_s"], 9), "module_s": 0.0,
         "step_s": round(derived["step_s"], 9), "generate_s": round(derived["generate_s"], 9),
+        "spread": derived["spread"],
         "reference_cpu": f"{cuda['cpu']} host of an {cuda['device_name']}, torch "
                          f"{cuda['torch']}, transformers {cuda['transformers']}",
         "provenance": "scripts/derive_host_model.py from compose/data/host_eager_torch.json "
@@ -74,7 +103,8 @@ def host_entry(shipped: dict, derived: dict) -> dict:
                       "perfcast's kernels per layer -> seconds per eager kernel; the forward's "
                       "fixed part beyond the embedding and head kernels -> step_s (mask, "
                       "rotary tables); generate()'s per token beyond a decode forward -> "
-                      "generate_s",
+                      "generate_s; spread: the other probed GPU hosts' per-layer host time "
+                      "against this one's, either way (widens 90% intervals only)",
     }
 
 
@@ -82,20 +112,23 @@ def compiled_entry(shipped: dict, old: dict) -> dict:
     """torch.compile's generated code launches each fused kernel from C++/Triton without
     per-module Python: one torch op's measured dispatch on the GPU host per kernel."""
     cuda = shipped["probes"]["cuda"]
-    return {**old, "op_dispatch_s": round(cuda["torch_add_s"], 9),
+    return {**old, "op_dispatch_s": round(cuda["torch_add_s"], 9), "spread": spread(shipped),
             "reference_cpu": host_entry(shipped, {"op_dispatch_s": 0, "step_s": 0,
-                                                  "generate_s": 0})["reference_cpu"],
+                                                  "generate_s": 0, "spread": []}
+                                        )["reference_cpu"],
             "provenance": "compiled code launches kernels without per-module Python: one "
                           "torch.add on the GPU (dispatch and launch, measured by "
                           "perfcast.measure._host_probe on the reference host, "
-                          "compose/data/host_eager_torch.json) per kernel; --execution "
-                          "cuda-graph for mode='reduce-overhead'"}
+                          "compose/data/host_eager_torch.json) per kernel, spread as "
+                          "hf-transformers'; --execution cuda-graph for mode='reduce-overhead'"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--probe", type=Path, help="a gpu_host_check.py JSON to take the "
                         "probes from (default: keep the shipped ones)")
+    parser.add_argument("--hosts", type=Path, nargs="*", help="gpu_host_check.py JSONs of "
+                        "other GPU hosts, for the spread (default: keep the shipped ones)")
     parser.add_argument("--check", action="store_true", help="fail if the shipped files "
                         "differ from the derivation")
     args = parser.parse_args()
@@ -110,9 +143,12 @@ def main() -> None:
                             "the CUDA probe gives the hf-transformers host model "
                             "(scripts/derive_host_model.py); the CPU-only probe on the same "
                             "host is the reference a --host-speed is relative to.",
-                   "source": str(args.probe.relative_to(ROOT)) if args.probe.is_absolute()
-                   else str(args.probe), "probes": {"cuda": probes["cuda"], "cpu": probes["cpu"]}}
-    derived = derive(shipped["probes"]["cuda"])
+                   "source": _rel(args.probe),
+                   "probes": {"cuda": probes["cuda"], "cpu": probes["cpu"]},
+                   "other_hosts": shipped.get("other_hosts", [])}
+    if args.hosts is not None:
+        shipped = {**shipped, "other_hosts": [_cuda_probe(p) for p in args.hosts]}
+    derived = {**derive(shipped["probes"]["cuda"]), "spread": spread(shipped)}
     new_host = {**shipped, "derived": derived}
     stacks = json.loads(STACKS_JSON.read_text())
     entry = next(s for s in stacks["stacks"] if s["name"] == STACK)

@@ -29,26 +29,34 @@ MODULE_OPS = {"rms_norm": r":ln_1\.", "rotary_qk": r":rope_[qk]\.",
               "silu_mul": r"^(?:silu:silu|mul:gate_mul)$", "residual_add": r"^add:attn_residual$"}
 
 
-def forecast_s(row: dict, gpu: str, stack: str, host_speed: float | None) -> float:
+def forecast_s(row: dict, gpu: str, stack: str, host_speed: float | None
+               ) -> tuple[float, float, float]:
+    """(forecast, 90% low, 90% high) seconds of one measured row."""
     speed = {} if host_speed is None else {"host_speed": host_speed}
     if row["what"] == "prefill":
         req = StepRequest.from_options(model=row["model"], gpu=gpu, mode="forward",
                                        batch=row["batch"], seq_len=row["seq"], logits="last",
                                        dtype="bf16", stack=stack, **speed)
-        return run(req).time_s
+        step = run(req).step
+        return step.time_s, *step.interval_s
     req = InferRequest.from_options(model=row["model"], gpu=gpu, batch=row["batch"],
                                     prompt_tokens=row["context"], output_tokens=64,
                                     dtype="bf16", stack=stack, **speed)
-    return run(req).forecast.tpot_s
+    f = run(req).forecast
+    return f.tpot_s, *f.intervals_s()["tpot_s"]
 
 
 def table(path: Path, gpu: str, stack: str, host_speed: float | None) -> pd.DataFrame:
     rows = [r for r in json.loads(path.read_text())["rows"]
             if r["what"] in ("prefill", "generate_token")]
-    out = pd.DataFrame([{
-        "case": r["what"], "model": r["model"], "batch": r["batch"],
-        "tokens": r.get("seq", r.get("context")), "measured_ms": r["wall_s"] * 1e3,
-        "forecast_ms": forecast_s(r, gpu, stack, host_speed) * 1e3} for r in rows])
+    out = []
+    for r in rows:
+        time_s, low, high = forecast_s(r, gpu, stack, host_speed)
+        out.append({"case": r["what"], "model": r["model"], "batch": r["batch"],
+                    "tokens": r.get("seq", r.get("context")), "measured_ms": r["wall_s"] * 1e3,
+                    "forecast_ms": time_s * 1e3, "low_ms": low * 1e3, "high_ms": high * 1e3,
+                    "in_90": bool(low <= r["wall_s"] <= high)})
+    out = pd.DataFrame(out)
     out["ratio"] = out["forecast_ms"] / out["measured_ms"]
     return out
 
@@ -86,7 +94,8 @@ def main() -> None:
     ape = (t["ratio"] - 1).abs()
     lines = [md_table(t.round(3)), "",
              f"MAPE {ape.mean():.3f}, median APE {ape.median():.3f}, "
-             f"median ratio {np.exp(np.log(t['ratio']).median()):.3f}; by case: "
+             f"median ratio {np.exp(np.log(t['ratio']).median()):.3f}, "
+             f"90% interval coverage {t['in_90'].mean():.2f}; by case: "
              + ", ".join(f"{c} {g.mean():.3f}" for c, g in ape.groupby(t["case"]))]
     v = vectors(args.check, args.gpu, args.stack)
     if len(v):

@@ -3,6 +3,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfcast.comm import default_collective_model
 from perfcast.compose import (
@@ -17,6 +19,7 @@ from perfcast.compose import (
     step_timeline,
     step_times,
 )
+from perfcast.errors import InputError
 from perfcast.kernels import PhysicsModel, shipped_calibration, step_interval
 from perfcast.ops import eager_ops
 from perfcast.specs import ParallelPlan, Precision, cluster_for, get_device, get_model
@@ -137,3 +140,29 @@ def test_steps_priced_together_equal_steps_priced_alone():
                                                                alone.interval_s)
         assert step.ops["time_s"].equals(alone.ops["time_s"])
     assert step_times(tables, box, time_model=model, intervals=False)[0].interval_s is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(0.2, 1.0), st.floats(1.0, 5.0), st.sampled_from(["eager", "cuda-graph"]))
+def test_host_spread_widens_only_the_interval(low, high, execution):
+    """Another host's CPU time differs: the interval ends move by the host time of a host
+    `low`/`high` times as slow, the forecast itself does not."""
+    ops = eager_ops(get_model("gpt2"), 1, 16, "forward", FP32)
+    box = cluster_for(get_device("h100-sxm"), 1)
+    model = PhysicsModel(shipped_calibration())
+    base = step_time(ops, box, execution, 1e-3, model, dispatch_s=20e-6)
+    wide = step_time(ops, box, execution, 1e-3, model, dispatch_s=20e-6,
+                     host_spread=(low, high))
+    assert wide.time_s == base.time_s
+    assert wide.interval_s[0] <= base.interval_s[0] <= base.time_s
+    assert wide.interval_s[1] >= base.interval_s[1] >= base.time_s
+    slow = step_time(ops, box, execution, 1e-3 * high, model, dispatch_s=20e-6 * high)
+    assert wide.interval_s[1] == pytest.approx(base.interval_s[1] + slow.launch_s
+                                               + slow.host_s - base.launch_s - base.host_s)
+
+
+@pytest.mark.parametrize("spread", [(1.2, 2.0), (0.5, 0.9), (0.0, 1.0)])
+def test_host_spread_must_bracket_one(spread):
+    ops = eager_ops(get_model("gpt2"), 1, 16, "forward", FP32)
+    with pytest.raises(InputError, match="host_spread"):
+        step_time(ops, cluster_for(get_device("h100-sxm"), 1), "eager", host_spread=spread)

@@ -43,3 +43,14 @@ def test_gpu_host_check_runs_tiny_on_the_cpu(tmp_path):
     probe = next(r for r in rows if r["what"] == "host_probe")
     assert probe["decoder_layer_s"] > 0 and probe["generate_per_layer"]["per_layer_s"] > 0
     assert {r["what"] for r in rows} == {"host_probe", "prefill", "generate_token"}
+
+
+def test_spread_covers_every_other_probed_host_either_way():
+    probe = json.loads((ROOT / "src/perfcast/compose/data/host_eager_torch.json").read_text())
+    ref = probe["probes"]["cuda"]
+    per_layer = [h["forward_per_layer"]["per_layer_s"] + h["generate_per_layer"]["per_layer_s"]
+                 for h in (ref, *probe["other_hosts"])]
+    low, high = get_stack("hf-transformers").host.spread
+    assert low == pytest.approx(1 / high, rel=1e-3) and len(per_layer) >= 3
+    assert all(low * per_layer[0] * 0.999 <= t <= high * per_layer[0] * 1.001 for t in per_layer)
+    assert get_stack("torch-compile").host.spread == (low, high)

@@ -6,7 +6,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from perfcast.errors import InputError
-from perfcast.specs import AttentionBackend, GraphCapture, Stack, get_stack, stack_names
+from perfcast.specs import (
+    AttentionBackend,
+    GraphCapture,
+    HostModel,
+    Stack,
+    get_stack,
+    stack_names,
+)
 
 ISSUE_STACKS = {"hf-transformers", "hf-transformers-legacy", "torch-compile", "vllm", "sglang",
                 "trtllm", "megatron-core", "fsdp", "llm-foundry"}
@@ -46,3 +53,15 @@ def test_unknown_fusion_is_refused():
 def test_every_stack_card_names_itself(name):
     card = get_stack(name).card()
     assert card["name"] == name and card["attention"] in {a.value for a in AttentionBackend}
+
+
+@pytest.mark.parametrize("spread", [(1.1, 2.0), (0.5, 0.9), (0.0, 1.5), (-1.0, 1.0)])
+def test_host_spread_must_bracket_one(spread):
+    with pytest.raises(ValidationError, match="spread"):
+        HostModel(op_dispatch_s=1e-5, spread=spread, reference_cpu="x", provenance="y")
+
+
+def test_an_old_host_entry_without_the_new_fields_still_loads():
+    """Stack files written before generate_s and spread existed load with their defaults."""
+    host = HostModel(op_dispatch_s=8e-6, step_s=0.0, reference_cpu="x", provenance="y")
+    assert host.generate_s == 0.0 and host.spread == (1.0, 1.0)

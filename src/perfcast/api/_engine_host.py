@@ -29,6 +29,7 @@ class EngineHost:
     given: tuple[str, ...] = ()  # options the user set over the stack's choice
     generate_s: float = 0.0
     host_speed: float = 1.0  # this host against the stack's reference CPU
+    host_spread: tuple[float, float] = (1.0, 1.0)  # other hosts' range (intervals only)
 
     def inputs(self) -> dict[str, Any]:
         return {"execution": str(self.execution), "host": self.profile,
@@ -56,4 +57,5 @@ def engine_host(stack: Stack, execution: Execution | str | None, profile: str | 
         raise InputError("host", f"unknown profile {profile!r}", list(HOST_PROFILES))
     h = stack.host
     return EngineHost(execution, profile, (h.op_dispatch_s + h.module_s) / host_speed,
-                      h.step_s / host_speed, given, h.generate_s / host_speed, host_speed)
+                      h.step_s / host_speed, given, h.generate_s / host_speed, host_speed,
+                      h.spread)

@@ -160,6 +160,7 @@ def execute_infer(r: ResolvedInfer) -> InferResult:
         execution=h.execution, host=h.profile, time_model=r.time_model, images=w.images,
         comm_model=r.comm_model, dispatch_s=h.dispatch_s, step_host_s=h.step_s,
         decode_host_s=0.0 if r.stack.serving_engine else h.generate_s,
+        host_spread=h.host_spread,
         batch_ops=_eager_graph(r))
     inputs = {"model": r.model.name, "gpu": r.machines.device.name, "cluster": r.machines.name,
               "tp": r.plan.tp, "cp": r.plan.cp, "images": w.images, "batch": w.batch,

@@ -184,6 +184,7 @@ class StepStack:
     host_s: float
     overridden: tuple[str, ...]
     host_speed: float = 1.0
+    host_spread: tuple[float, float] = (1.0, 1.0)
 
 
 def step_stack(stack: Stack, engine: StepEngine, host_speed: float = 1.0) -> StepStack:
@@ -195,7 +196,8 @@ def step_stack(stack: Stack, engine: StepEngine, host_speed: float = 1.0) -> Ste
     overridden = tuple(name for name in ("fused", "execution")
                        if getattr(engine, name) is not None)
     return StepStack(stack, "sdpa" if stack.attention.fused else "eager", fused,
-                     host.execution, host.dispatch_s, host.step_s, overridden, host_speed)
+                     host.execution, host.dispatch_s, host.step_s, overridden, host_speed,
+                     host.host_spread)
 
 
 @dataclass(frozen=True)
@@ -404,7 +406,7 @@ def execute_step(r: ResolvedStep | ResolvedCNNStep) -> StepResult:
                     ParallelPlan(tp=p.tp), s.fused, e.recompute, e.optimizer,
                     attention=s.attention, context=w.context or 0, logits=w.logits)
     one = step_time(ops, r.machines, s.execution, host_s=s.host_s, time_model=r.time_model,
-                    comm_model=r.comm_model, dispatch_s=s.dispatch_s)
+                    comm_model=r.comm_model, dispatch_s=s.dispatch_s, host_spread=s.host_spread)
     inputs = {"model": r.model.name, "gpu": r.machines.device.name, "num_gpus": r.gpus,
               "tp": p.tp, "pp": p.pp, "dp": p.dp, "batch": w.batch, "seq_len": seq_len,
               "mode": w.mode, "context": w.context, "logits": w.logits,

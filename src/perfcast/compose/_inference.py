@@ -162,6 +162,7 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
                        dispatch_s: float | None = None,
                        step_host_s: float = 0.0,
                        decode_host_s: float = 0.0,
+                       host_spread: tuple[float, float] = (1.0, 1.0),
                        batch_ops: Callable[[Batch], pd.DataFrame] | None = None
                        ) -> InferenceForecast:
     """TTFT, TPOT, end-to-end latency and memory of `batch` identical requests run together.
@@ -173,7 +174,8 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
     compose/_context_parallel.py); cp = 1 is the plain forecast. `dispatch_s` is the host cost
     of one eager kernel launch (the software stack's; None: compose's default) and
     `step_host_s` host seconds per step beyond the engine profile `host`, and
-    `decode_host_s` more per decode step (HF generate()'s per-token bookkeeping).
+    `decode_host_s` more per decode step (HF generate()'s per-token bookkeeping);
+    `host_spread` widens the intervals by other hosts' range of host time (step_time).
     `batch_ops` turns each step's Batch into its op table (default: the serving engine's
     `step_ops`; an eager PyTorch stack passes its module graph, `ops.eager_batch_ops`).
     """
@@ -203,7 +205,7 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
     def price(b: Batch, more_host_s: float = 0.0) -> StepForecast:
         return step_time(batch_ops(b), cluster, execution,
                          host_overhead_s(host, batch, plan.tp) + step_host_s + more_host_s,
-                         time_model, comm_model, dispatch_s)
+                         time_model, comm_model, dispatch_s, host_spread=host_spread)
 
     def price_decode(b: Batch) -> StepForecast:
         return price(b, decode_host_s)

@@ -100,18 +100,21 @@ def _eager_end_s(durations: np.ndarray, dispatch_s: float) -> float:
 def step_time(ops: pd.DataFrame, cluster: Cluster, execution: Execution | str = "cuda-graph",
               host_s: float = 0.0, time_model: ExecutionTimeModel | None = None,
               comm_model: CollectiveModel | None = None,
-              dispatch_s: float | None = None) -> StepForecast:
+              dispatch_s: float | None = None, *,
+              host_spread: tuple[float, float] = (1.0, 1.0)) -> StepForecast:
     """step = kernels and collectives in issue order, the host->GPU queue when eager, plus
-    `host_s` of engine work between steps (not overlapped)."""
-    return step_times([ops], cluster, execution, host_s, time_model, comm_model, dispatch_s)[0]
+    `host_s` of engine work between steps (not overlapped). `host_spread` (low, high): the
+    factor by which another host's CPU time may differ; it widens the 90% interval only."""
+    return step_times([ops], cluster, execution, host_s, time_model, comm_model, dispatch_s,
+                      host_spread=host_spread)[0]
 
 
 def step_times(tables: Sequence[pd.DataFrame], cluster: Cluster,
                execution: Execution | str = "cuda-graph", host_s: float = 0.0,
                time_model: ExecutionTimeModel | None = None,
                comm_model: CollectiveModel | None = None,
-               dispatch_s: float | None = None, *, intervals: bool = True
-               ) -> list[StepForecast]:
+               dispatch_s: float | None = None, *, intervals: bool = True,
+               host_spread: tuple[float, float] = (1.0, 1.0)) -> list[StepForecast]:
     """`step_time` of each op table, the tables priced together in one kernel-model call and
     one collective-model call (a sweep's distinct steps at once); `intervals=False` leaves
     the 90% intervals out (None), for callers that use the times only."""
@@ -122,6 +125,9 @@ def step_times(tables: Sequence[pd.DataFrame], cluster: Cluster,
                          [e.value for e in Execution]) from None
     if dispatch_s is not None and not dispatch_s >= 0:
         raise InputError("dispatch_s", f"must be >= 0 seconds, got {dispatch_s}", ">= 0")
+    if not 0 < host_spread[0] <= 1 <= host_spread[1]:
+        raise InputError("host_spread", f"must be 0 < low <= 1 <= high, got {host_spread}",
+                         "0 < low <= 1 <= high")
     if not tables:
         return []
     time_model = time_model or default_time_model()
@@ -130,7 +136,8 @@ def step_times(tables: Sequence[pd.DataFrame], cluster: Cluster,
     times = _prices(ops, cluster, time_model, comm_model)
     bounds = np.cumsum([0, *(len(t) for t in tables)])
     return [_step(t, times[a:b], cluster, execution, host_s, time_model if intervals else None,
-                  dispatch_s) for t, a, b in zip(tables, bounds[:-1], bounds[1:], strict=True)]
+                  dispatch_s, host_spread)
+            for t, a, b in zip(tables, bounds[:-1], bounds[1:], strict=True)]
 
 
 def _prices(ops: pd.DataFrame, cluster: Cluster, time_model: ExecutionTimeModel,
@@ -147,27 +154,39 @@ def _prices(ops: pd.DataFrame, cluster: Cluster, time_model: ExecutionTimeModel,
     return times
 
 
+def _launch_s(ops: pd.DataFrame, times: np.ndarray, device: Device, execution: Execution,
+              dispatch_s: float | None, busy: float) -> float:
+    """Seconds the GPU waits on the host's eager dispatch (0 for a replayed graph)."""
+    if execution != Execution.EAGER:
+        return 0.0
+    d = EAGER_DISPATCH_S if dispatch_s is None else dispatch_s
+    if device.kind == "cpu":
+        return d * float(ops["count"].sum())
+    return max(_eager_end_s(times[kernel_sequence(ops)], d) - busy, 0.0)
+
+
 def _step(ops: pd.DataFrame, times: np.ndarray, cluster: Cluster, execution: Execution,
           host_s: float, time_model: ExecutionTimeModel | None,
-          dispatch_s: float | None) -> StepForecast:
+          dispatch_s: float | None, host_spread: tuple[float, float] = (1.0, 1.0)
+          ) -> StepForecast:
     """One step from its priced rows (module docstring); the interval from `time_model`'s
-    tier (None: no interval)."""
+    tier (None: no interval), its ends moved by the host time of a host `host_spread` times
+    as slow/fast."""
     device = cluster.device
     comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
     counts = ops["count"].to_numpy(dtype=float)
     kernel_s = float(np.sum(np.where(comm, 0.0, times) * counts))
     comm_s = float(np.sum(np.where(comm, times, 0.0) * counts))
     busy = kernel_s + comm_s
-    launch_s = 0.0
-    if execution == Execution.EAGER:
-        d = EAGER_DISPATCH_S if dispatch_s is None else dispatch_s
-        if device.kind == "cpu":
-            launch_s = d * float(counts.sum())
-        else:
-            launch_s = max(_eager_end_s(times[kernel_sequence(ops)], d) - busy, 0.0)
+    launch_s = _launch_s(ops, times, device, execution, dispatch_s, busy)
     priced = ops.assign(time_s=times, total_s=times * counts)
     tier = model_tier(time_model, device) if time_model is not None else None
     interval = step_interval(priced, tier, fixed_s=launch_s + host_s) if tier else None
+    if interval is not None and host_spread != (1.0, 1.0):
+        d = EAGER_DISPATCH_S if dispatch_s is None else dispatch_s
+        low, high = (_launch_s(ops, times, device, execution, d * f, busy) + host_s * f
+                     - launch_s - host_s for f in host_spread)
+        interval = (interval[0] + low, interval[1] + high)
     return StepForecast(time_s=busy + launch_s + host_s, kernel_s=kernel_s, comm_s=comm_s,
                         launch_s=launch_s, host_s=host_s, ops=priced, interval_s=interval)
 

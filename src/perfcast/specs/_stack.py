@@ -62,7 +62,8 @@ class HostModel(BaseModel):
     beyond the forward (logits processors, stopping criteria, cache and mask updates, the
     sync on the finished flag). A GPU host's CPU runs them `host_speed` times faster than
     the reference CPU (`perfcast.specs.Device` has no host CPU: the factor is an input,
-    default 1)."""
+    default 1). `spread` (low, high): how far another host's time may differ from the
+    reference, as a factor (the measured hosts' range); it widens 90% intervals only."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -70,9 +71,17 @@ class HostModel(BaseModel):
     module_s: float = Field(0.0, ge=0.0, le=1e-3)
     step_s: float = Field(0.0, ge=0.0, le=1.0)
     generate_s: float = Field(0.0, ge=0.0, le=1.0)
+    spread: tuple[float, float] = (1.0, 1.0)
     serving_profile: str | None = None  # a fitted serving-engine host profile (compose)
     reference_cpu: str
     provenance: str = Field(min_length=1)
+
+    @field_validator("spread")
+    @classmethod
+    def _spread_brackets_one(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= 1 <= v[1]:
+            raise ValueError(f"spread must be (low, high) with 0 < low <= 1 <= high, got {v}")
+        return v
 
 
 class Stack(BaseModel):

@@ -6,14 +6,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from perfcast.errors import InputError
-from perfcast.specs import (
-    AttentionBackend,
-    GraphCapture,
-    HostModel,
-    Stack,
-    get_stack,
-    stack_names,
-)
+from perfcast.specs import AttentionBackend, GraphCapture, HostModel, Stack, get_stack, stack_names
 
 ISSUE_STACKS = {"hf-transformers", "hf-transformers-legacy", "torch-compile", "vllm", "sglang",
                 "trtllm", "megatron-core", "fsdp", "llm-foundry"}

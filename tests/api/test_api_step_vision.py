@@ -38,8 +38,11 @@ def test_cnn_step_prices_what_cnn_inference_prices():
                                         "batch": 8})
     r = resolve(request)
     fc = cnn_inference("resnet50", 8, r.machines, "bf16", r.stack.execution, r.stack.fused,
-                       r.time_model, host_s=r.stack.host_s, dispatch_s=r.stack.dispatch_s)
-    assert run(request).time_s == fc.step.time_s
+                       r.time_model, host_s=r.stack.host_s, dispatch_s=r.stack.dispatch_s,
+                       host_spread=r.stack.host_spread)
+    result = run(request)
+    assert result.time_s == fc.step.time_s and result.step.interval_s == fc.step.interval_s
+    assert r.stack.host_spread != (1.0, 1.0)  # the eager stack's range of hosts reaches CNNs
     fused = _payload(model="resnet50", gpu="l4", dtype="bf16", batch=8, fused=True)
     assert fused["kernels"] < _payload(model="resnet50", gpu="l4", dtype="bf16",
                                        batch=8)["kernels"]

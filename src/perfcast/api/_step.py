@@ -431,7 +431,8 @@ def _execute_cnn(r: ResolvedCNNStep) -> StepResult:
     w = q.workload
     fc: CNNInference = cnn_inference(q.model.name, w.batch, r.machines, r.dtype.value,
                                      s.execution, s.fused, r.time_model,
-                                     host_s=s.host_s, dispatch_s=s.dispatch_s)
+                                     host_s=s.host_s, dispatch_s=s.dispatch_s,
+                                     host_spread=s.host_spread)
     inputs = {"model": q.model.name, "gpu": r.machines.device.name, "num_gpus": 1,
               "tp": 1, "pp": 1, "dp": 1, "batch": w.batch, "seq_len": None,
               "image_size": 224, "mode": "forward", "context": None, "logits": None,

@@ -53,15 +53,17 @@ def cnn_inference(name: str, batch_size: int, cluster: Cluster, dtype: str = "fp
                   execution: Execution | str = "eager", fused: bool = False,
                   time_model: ExecutionTimeModel | None = None,
                   image_size: int = 224, *, host_s: float = 0.0,
-                  dispatch_s: float | None = None) -> CNNInference:
+                  dispatch_s: float | None = None,
+                  host_spread: tuple[float, float] = (1.0, 1.0)) -> CNNInference:
     """The eval-mode forward of torchvision ResNet `name` (`ops.CNN_MODELS`) on `batch_size`
     images on one GPU of `cluster`, in `dtype` (fp32, or fp16/bf16: convs on the tensor
     cores); `fused` folds batch norms and ReLUs into the convs as deployment runtimes do
-    (compose.fuse_cnn_kernels). `host_s` / `dispatch_s`: a stack's host costs (step_time;
-    None: the default eager dispatch)."""
+    (compose.fuse_cnn_kernels). `host_s` / `dispatch_s` / `host_spread`: a stack's host
+    costs and their range over hosts (step_time; None: the default eager dispatch)."""
     ops = cnn_ops(name, batch_size, image_size, precision=dtype)
     if fused:
         ops = fuse_cnn_kernels(ops)
     time_model = time_model or default_time_model()
-    step = step_time(ops, cluster, execution, host_s, time_model, dispatch_s=dispatch_s)
+    step = step_time(ops, cluster, execution, host_s, time_model, dispatch_s=dispatch_s,
+                     host_spread=host_spread)
     return CNNInference(step, batch_size / step.time_s, model_notes(time_model, ops))

@@ -79,24 +79,30 @@ def spread(shipped: dict) -> list[float]:
     return [round(1 / far, 4), round(far, 4)]
 
 
-def _cuda_probe(path: Path) -> dict:
+def _probes(path: Path) -> dict[str, dict]:
+    """A gpu_host_check.py JSON's host probes by device (cuda, cpu)."""
     rows = json.loads(path.read_text())["rows"]
-    probe = next(r for r in rows if r.get("what") == "host_probe" and r["device"] == "cuda")
-    return {**{k: v for k, v in probe.items() if k != "what"}, "source": _rel(path)}
+    return {r["device"]: {k: v for k, v in r.items() if k != "what"}
+            for r in rows if r.get("what") == "host_probe"}
 
 
 def _rel(path: Path) -> str:
     return str(path.resolve().relative_to(ROOT))
 
 
-def host_entry(shipped: dict, derived: dict) -> dict:
+def reference_cpu(shipped: dict) -> str:
+    """The reference host the eager torch stacks' host costs were measured on."""
     cuda = shipped["probes"]["cuda"]
+    return (f"{cuda['cpu']} host of an {cuda['device_name']}, torch {cuda['torch']}, "
+            f"transformers {cuda['transformers']}")
+
+
+def host_entry(shipped: dict, derived: dict) -> dict:
     return {
         "op_dispatch_s": round(derived["op_dispatch_s"], 9), "module_s": 0.0,
         "step_s": round(derived["step_s"], 9), "generate_s": round(derived["generate_s"], 9),
         "spread": derived["spread"],
-        "reference_cpu": f"{cuda['cpu']} host of an {cuda['device_name']}, torch "
-                         f"{cuda['torch']}, transformers {cuda['transformers']}",
+        "reference_cpu": reference_cpu(shipped),
         "provenance": "scripts/derive_host_model.py from compose/data/host_eager_torch.json "
                       "(perfcast.measure._host_probe on that GPU host: hidden-64 Llama forward "
                       "and generate() at 1 and 5 layers, host-bound): per-layer slopes over "
@@ -108,14 +114,11 @@ def host_entry(shipped: dict, derived: dict) -> dict:
     }
 
 
-def compiled_entry(shipped: dict, old: dict) -> dict:
+def compiled_entry(shipped: dict, derived: dict, old: dict) -> dict:
     """torch.compile's generated code launches each fused kernel from C++/Triton without
     per-module Python: one torch op's measured dispatch on the GPU host per kernel."""
-    cuda = shipped["probes"]["cuda"]
-    return {**old, "op_dispatch_s": round(cuda["torch_add_s"], 9), "spread": spread(shipped),
-            "reference_cpu": host_entry(shipped, {"op_dispatch_s": 0, "step_s": 0,
-                                                  "generate_s": 0, "spread": []}
-                                        )["reference_cpu"],
+    return {**old, "op_dispatch_s": round(shipped["probes"]["cuda"]["torch_add_s"], 9),
+            "spread": derived["spread"], "reference_cpu": reference_cpu(shipped),
             "provenance": "compiled code launches kernels without per-module Python: one "
                           "torch.add on the GPU (dispatch and launch, measured by "
                           "perfcast.measure._host_probe on the reference host, "
@@ -134,9 +137,7 @@ def main() -> None:
     args = parser.parse_args()
     shipped = json.loads(HOST_JSON.read_text())
     if args.probe:
-        rows = json.loads(args.probe.read_text())["rows"]
-        probes = {r["device"]: {k: v for k, v in r.items() if k != "what"}
-                  for r in rows if r.get("what") == "host_probe"}
+        probes = _probes(args.probe)
         shipped = {"schema": 2,
                    "about": "Eager PyTorch host cost measured on a GPU host "
                             "(perfcast.measure._host_probe via scripts/gpu_host_check.py): "
@@ -147,14 +148,15 @@ def main() -> None:
                    "probes": {"cuda": probes["cuda"], "cpu": probes["cpu"]},
                    "other_hosts": shipped.get("other_hosts", [])}
     if args.hosts is not None:
-        shipped = {**shipped, "other_hosts": [_cuda_probe(p) for p in args.hosts]}
+        shipped = {**shipped, "other_hosts": [{**_probes(p)["cuda"], "source": _rel(p)}
+                                           for p in args.hosts]}
     derived = {**derive(shipped["probes"]["cuda"]), "spread": spread(shipped)}
     new_host = {**shipped, "derived": derived}
     stacks = json.loads(STACKS_JSON.read_text())
     entry = next(s for s in stacks["stacks"] if s["name"] == STACK)
     compiled = next(s for s in stacks["stacks"] if s["name"] == COMPILED)
     new_entry = host_entry(shipped, derived)
-    new_compiled = compiled_entry(shipped, compiled["host"])
+    new_compiled = compiled_entry(shipped, derived, compiled["host"])
     if args.check:
         same_host = new_host == json.loads(HOST_JSON.read_text())
         same_stacks = entry["host"] == new_entry and compiled["host"] == new_compiled

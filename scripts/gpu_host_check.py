@@ -23,7 +23,6 @@ import json
 import os
 import runpy
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -39,7 +38,7 @@ NEW_SHORT, NEW_LONG = 16, 48
 VECTOR_TOKENS = (1, 512, 2048, 8192)
 
 
-_sync, per_call_s = PROBE["_sync"], PROBE["per_call_s"]
+per_call_s = PROBE["per_call_s"]
 
 
 def host_cuda(device: str, tiny: bool) -> list[dict]:
@@ -81,18 +80,9 @@ def hf_steps(device: str, tiny: bool) -> list[dict]:
                          "wall_s": s, "logits": "last"})
         for batch, prompt in ((1, 16),) if tiny else GENERATE:
             ids = torch.randint(0, vocab - 2, (batch, prompt), device=device)
-            mask = torch.ones_like(ids)
 
-            def run(new: int, ids=ids, mask=mask, model=model) -> float:
-                _sync(device)
-                start = time.perf_counter()
-                with torch.inference_mode():
-                    out = model.generate(ids, attention_mask=mask, max_new_tokens=new,
-                                         min_new_tokens=new, do_sample=False,
-                                         pad_token_id=0)
-                _sync(device)
-                assert out.shape[1] == ids.shape[1] + new, out.shape
-                return time.perf_counter() - start
+            def run(new: int, ids=ids, model=model) -> float:
+                return PROBE["generate_wall_s"](model, ids, new, device, pad_token_id=0)
 
             run(4)
             short = min(run(NEW_SHORT) for _ in range(2))

@@ -154,17 +154,6 @@ def _prices(ops: pd.DataFrame, cluster: Cluster, time_model: ExecutionTimeModel,
     return times
 
 
-def _launch_s(ops: pd.DataFrame, times: np.ndarray, device: Device, execution: Execution,
-              dispatch_s: float | None, busy: float) -> float:
-    """Seconds the GPU waits on the host's eager dispatch (0 for a replayed graph)."""
-    if execution != Execution.EAGER:
-        return 0.0
-    d = EAGER_DISPATCH_S if dispatch_s is None else dispatch_s
-    if device.kind == "cpu":
-        return d * float(ops["count"].sum())
-    return max(_eager_end_s(times[kernel_sequence(ops)], d) - busy, 0.0)
-
-
 def _step(ops: pd.DataFrame, times: np.ndarray, cluster: Cluster, execution: Execution,
           host_s: float, time_model: ExecutionTimeModel | None,
           dispatch_s: float | None, host_spread: tuple[float, float] = (1.0, 1.0)
@@ -178,14 +167,24 @@ def _step(ops: pd.DataFrame, times: np.ndarray, cluster: Cluster, execution: Exe
     kernel_s = float(np.sum(np.where(comm, 0.0, times) * counts))
     comm_s = float(np.sum(np.where(comm, times, 0.0) * counts))
     busy = kernel_s + comm_s
-    launch_s = _launch_s(ops, times, device, execution, dispatch_s, busy)
+    eager = execution == Execution.EAGER
+    queue = times[kernel_sequence(ops)] if eager and device.kind != "cpu" else None
+
+    def launch_s_at(dispatch: float) -> float:
+        """Seconds the GPU waits on the host's eager dispatch (0 for a replayed graph)."""
+        if not eager:
+            return 0.0
+        if queue is None:  # a CPU runs its kernels as it issues them
+            return dispatch * float(counts.sum())
+        return max(_eager_end_s(queue, dispatch) - busy, 0.0)
+
+    d = EAGER_DISPATCH_S if dispatch_s is None else dispatch_s
+    launch_s = launch_s_at(d)
     priced = ops.assign(time_s=times, total_s=times * counts)
     tier = model_tier(time_model, device) if time_model is not None else None
     interval = step_interval(priced, tier, fixed_s=launch_s + host_s) if tier else None
     if interval is not None and host_spread != (1.0, 1.0):
-        d = EAGER_DISPATCH_S if dispatch_s is None else dispatch_s
-        low, high = (_launch_s(ops, times, device, execution, d * f, busy) + host_s * f
-                     - launch_s - host_s for f in host_spread)
+        low, high = (launch_s_at(d * f) + host_s * f - launch_s - host_s for f in host_spread)
         interval = (interval[0] + low, interval[1] + high)
     return StepForecast(time_s=busy + launch_s + host_s, kernel_s=kernel_s, comm_s=comm_s,
                         launch_s=launch_s, host_s=host_s, ops=priced, interval_s=interval)

@@ -32,8 +32,9 @@ import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["HIDDEN", "PROBE_LAYERS", "cpu_model", "host_probe"]
+__all__ = ["HIDDEN", "PROBE_LAYERS", "cpu_model", "generate_wall_s", "host_probe"]
 
 HIDDEN, HEADS, INTER, VOCAB = 64, 4, 128, 256
 CACHED = 16            # tokens in the cache before the timed decode calls
@@ -198,23 +199,30 @@ def _decode_kernels(layers: int, device: str) -> int:
                                           logits_to_keep=1))
 
 
+def generate_wall_s(model, ids, new: int, device: str, **generate_options: Any) -> float:
+    """Wall seconds of one greedy HF generate() of exactly `new` tokens after `ids`
+    (synchronized; an early stop is an error, not a shorter time)."""
+    import torch
+
+    _sync(device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                             min_new_tokens=new, do_sample=False, **generate_options)
+    _sync(device)
+    if out.shape[1] != ids.shape[1] + new:
+        raise RuntimeError(f"generate() stopped early: {tuple(out.shape)}")
+    return time.perf_counter() - start
+
+
 def _generate_token_s(layers: int, device: str, repeats: int) -> float:
     import torch
 
     model = _model(layers, device)
     ids = torch.randint(0, VOCAB - 1, (1, PROMPT), device=device)
-    mask = torch.ones_like(ids)
 
     def wall_s(new: int) -> float:
-        _sync(device)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(ids, attention_mask=mask, max_new_tokens=new,
-                                 min_new_tokens=new, do_sample=False)
-        _sync(device)
-        if out.shape[1] != PROMPT + new:
-            raise RuntimeError(f"generate() stopped early: {tuple(out.shape)}")
-        return time.perf_counter() - start
+        return generate_wall_s(model, ids, new, device)
 
     wall_s(SHORT)  # warm-up
     short = min(wall_s(SHORT) for _ in range(repeats))

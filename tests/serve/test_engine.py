@@ -126,9 +126,9 @@ def test_overlapped_engines_report_tokens_one_step_late(fake_step_model):
     TTFT grows by its first decode step, its E2E not at all (the replica idles after its
     last step, so that output goes out at once)."""
     lone = Workload(np.array([0.0]), np.array([100]), np.array([3]), None)
-    plain = simulate(ServeConfig(**BASE), lone, step_model=fake_step_model)
+    plain = simulate(ServeConfig(**BASE), lone, step_model=fake_step_model, timeline=True)
     lag = simulate(ServeConfig(**BASE, host_overlap=True), lone, step_model=fake_step_model)
-    first_decode_s = plain.itl_values_s[0]
+    first_decode_s = plain.timelines[0]["duration_s"][1]  # step 0 prefills
     assert lag.requests["ttft_s"][0] == pytest.approx(plain.requests["ttft_s"][0]
                                                       + first_decode_s, rel=1e-12)
     assert lag.requests["e2e_s"][0] == pytest.approx(plain.requests["e2e_s"][0], rel=1e-12)

@@ -22,6 +22,7 @@ from perfcast.ops import COLUMNS
 __all__ = ["LazyGrid", "LinearRows", "geometric", "locate"]
 
 BLOCK_CELLS = 2048  # cells priced together when a query first touches their block
+MEMO_MAX = 1 << 16  # answers `total` remembers (forgotten all at once beyond this)
 
 NUMERIC = ("b", "m", "n", "k", "flops", "bytes_read", "bytes_written")
 _EXACT = 1e-9  # relative misfit above which a part is not linear in its features
@@ -114,7 +115,7 @@ class LazyGrid:
         self.values = np.full((int(np.prod(self.shape)), ncols), np.nan)
         self.col0 = [float("nan")] * len(self.values)  # column 0 as Python floats
         self.meta = [(a, len(a) - 2, st) for a, st in zip(self.lists, self.strides, strict=True)]
-        self.memo: dict[float, float] | None = {} if len(axes) == 1 else None
+        self.memo: dict = {}  # point (its one coordinate on a 1-D grid) -> `total`
         self.price = price
         side = max(2, round(BLOCK_CELLS ** (1 / len(axes))))
         self.block = np.array([min(n, side if block is None else max(int(b), 1))
@@ -185,12 +186,13 @@ class LazyGrid:
         """Column 0 at one point, in plain Python (the single-query hot path): `locate` per
         axis inlined, corners with a zero weight along any axis skipped, the others summed
         in corner order (axis 0 fastest) with weights multiplied axis by axis, as `interp`
-        does. 1-D grids remember their answers (a priced cell never changes)."""
+        does. Answers are remembered (a priced cell never changes): chunked prefills repeat
+        their (sequences, chunk, context) points across requests."""
         memo = self.memo
-        if memo is not None:
-            out = memo.get(point[0])
-            if out is not None:
-                return out
+        key = point[0] if len(point) == 1 else point
+        out = memo.get(key)
+        if out is not None:
+            return out
         fs, ws = [0], [1.0]  # corner cells and weights, in corner order
         for (lst, top, st), x in zip(self.meta, point, strict=True):
             if top < 0:
@@ -222,6 +224,7 @@ class LazyGrid:
                 self._fill(np.array(fs))
                 v = col[flat]
             out += w * v
-        if memo is not None:
-            memo[point[0]] = out
+        if len(memo) >= MEMO_MAX:
+            memo.clear()
+        memo[key] = out
         return out

@@ -21,7 +21,7 @@ from perfcast.serve._config import ServeConfig
 from perfcast.serve._cost import StepCost
 from perfcast.serve._events import EventQueue
 from perfcast.serve._kv import KVCache, plan_memory
-from perfcast.serve._metrics import ServeResult, StepLog
+from perfcast.serve._metrics import ServeResult, StepLog, WeightedHistogram
 from perfcast.serve._prefix import PrefixCache
 from perfcast.serve._schedulers import make_scheduler
 from perfcast.serve._spec import SpecDecoding, expected_tokens, spec_memory
@@ -267,16 +267,23 @@ def _check(config: ServeConfig, req: Requests, admit_blocks: int) -> None:
 
 def _result(sim: _Simulation) -> ServeResult:
     r = sim.req
-    arrival, first = np.asarray(r.arrival_s), np.asarray(r.first_token_s)
-    done, out = np.asarray(r.completion_s), np.asarray(r.output)
+    col = r.column
+    arrival, first, done = col(r.arrival_s), col(r.first_token_s), col(r.completion_s)
+    out = col(r.output)
     tpot = np.where(out > 1, (done - first) / np.maximum(out - 1, 1), np.nan)
+    ints = {name: col(values).astype(np.int64) for name, values in (
+        ("replica", r.replica), ("prompt_tokens", r.prompt), ("output_tokens", r.output),
+        ("generated_tokens", r.generated), ("preemptions", r.preemptions),
+        ("restarts", r.restarts), ("prefix_hit_tokens", r.prefix_hit))}
     requests = pd.DataFrame({
-        "id": np.arange(len(r)), "replica": r.replica, "arrival_s": arrival,
-        "first_token_s": first, "completion_s": done, "prompt_tokens": r.prompt,
-        "output_tokens": r.output, "generated_tokens": r.generated,
-        "queueing_delay_s": np.asarray(r.scheduled_s) - arrival,
-        "preemptions": r.preemptions, "restarts": r.restarts, "ttft_s": first - arrival,
-        "tpot_s": tpot, "e2e_s": done - arrival, "prefix_hit_tokens": r.prefix_hit})
+        "id": np.arange(len(r)), "replica": ints["replica"], "arrival_s": arrival.copy(),
+        "first_token_s": first.copy(), "completion_s": done.copy(),
+        "prompt_tokens": ints["prompt_tokens"], "output_tokens": ints["output_tokens"],
+        "generated_tokens": ints["generated_tokens"],
+        "queueing_delay_s": col(r.scheduled_s) - arrival,
+        "preemptions": ints["preemptions"], "restarts": ints["restarts"],
+        "ttft_s": first - arrival, "tpot_s": tpot, "e2e_s": done - arrival,
+        "prefix_hit_tokens": ints["prefix_hit_tokens"]}, copy=False)  # its own arrays: kept
     logs = sim.logs
     replicas = pd.DataFrame([{"replica": i, "busy_s": g.busy_s, "steps": g.steps,
                               "util_area": g.util_area, "frag_area": g.frag_area,
@@ -285,14 +292,9 @@ def _result(sim: _Simulation) -> ServeResult:
                               if rep.prefix is not None else 0,
                               "spec_steps": g.spec_steps, "spec_tokens": g.spec_tokens}
                              for i, (g, rep) in enumerate(zip(logs, sim.replicas, strict=True))])
-    single = [np.asarray(g.itl_single, dtype=float) for g in logs]
-    runs = [v for g in logs for v, _ in g.itl_runs]
-    weights = [np.ones(len(s)) for s in single] + \
-        [np.full(len(v), float(w)) if np.isscalar(w) else np.asarray(w, dtype=float)
-         for g in logs for v, w in g.itl_runs]
+    itl_values, itl_weights = WeightedHistogram.merged([g.itl for g in logs])
     timelines = ({i: g.frame() for i, g in enumerate(logs)}
                  if logs[0].timeline is not None else None)
-    return ServeResult(requests, replicas, np.concatenate([*single, *runs, np.array([])]),
-                       np.concatenate([*weights, np.array([])]), timelines, sim.memory.blocks,
-                       sim.config.prefix_caching,
+    return ServeResult(requests, replicas, itl_values, itl_weights, timelines,
+                       sim.memory.blocks, sim.config.prefix_caching,
                        expected_tokens(sim.config.spec_rates) if sim.config.spec_k else None)

@@ -4,6 +4,7 @@ aggregate view (latency percentiles, throughput, goodput, KV use), plus explicit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -11,24 +12,93 @@ import pandas as pd
 
 from perfcast.errors import check_output_file
 
-__all__ = ["ServeResult", "StepLog"]
+__all__ = ["ServeResult", "StepLog", "WeightedHistogram"]
 
 _TIMELINE = ("time_s", "duration_s", "batch_size", "num_tokens", "kv_utilisation")
 
 
+BIN_BITS = 16  # mantissa bits kept per histogram bin: bins 2^-16 (0.0015%) wide
+FLUSH_VALUES = 1 << 16  # buffered values folded into the histogram at a time
+
+
+class WeightedHistogram:
+    """Non-negative weighted values (inter-token gaps) in bounded memory: binned by their
+    leading 1 + BIN_BITS significant bits, so a bin spans a relative width of 2^-BIN_BITS.
+    A bin keeps its total weight and weighted sum, so the mean is exact (up to rounding) and
+    a percentile is the weighted mean of the bin it falls in (within 0.0015% of the exact
+    one). Values are buffered and folded in FLUSH_VALUES at a time, so memory depends on
+    the spread of the values, not on how many there are."""
+
+    __slots__ = ("single", "runs", "buffered", "keys", "sums", "weights")
+
+    def __init__(self):
+        self.single: list[float] = []  # values of weight 1
+        self.runs: list[tuple[np.ndarray, float | np.ndarray]] = []  # values, weight(s)
+        self.buffered = 0
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.sums = self.weights = np.zeros(0)
+
+    def add(self, values: np.ndarray, weight: float | np.ndarray) -> None:
+        """Values sharing one weight, or one weight each."""
+        self.runs.append((values, weight))
+        self.buffered += len(values)
+        if self.buffered + len(self.single) >= FLUSH_VALUES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Fold the buffered values into the bins."""
+        if not self.buffered and not self.single:
+            return
+        runs = self.runs
+        values = np.fromiter(chain(self.single, *(v for v, _ in runs)), dtype=float)
+        if all(np.isscalar(w) for _, w in runs):  # the common case: one weight per run
+            weights = np.repeat(np.array([1.0, *(w for _, w in runs)], dtype=float),
+                                [len(self.single), *(len(v) for v, _ in runs)])
+        else:
+            weights = np.concatenate([np.ones(len(self.single)), *(
+                np.broadcast_to(np.asarray(w, dtype=float), (len(v),)) for v, w in runs)])
+        self.single.clear()  # in place: StepLog.itl_single is this list
+        runs.clear()
+        self.buffered = 0
+        keys = values.view(np.int64) >> (52 - BIN_BITS)  # monotone in a value >= 0
+        self.keys, self.sums, self.weights = _fold(
+            np.concatenate([self.keys, keys]), np.concatenate([self.sums, values * weights]),
+            np.concatenate([self.weights, weights]))
+
+    @staticmethod
+    def merged(parts: list[WeightedHistogram]) -> tuple[np.ndarray, np.ndarray]:
+        """(values, weights) of the bins of all `parts`, in increasing value: a bin's value is
+        its weighted mean."""
+        for part in parts:
+            part.flush()
+        _, sums, weights = _fold(*(np.concatenate([getattr(p, f) for p in parts])
+                                   for f in ("keys", "sums", "weights")))
+        held = weights > 0
+        return sums[held] / weights[held], weights[held]
+
+
+def _fold(keys: np.ndarray, sums: np.ndarray,
+          weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entries with the same key summed, in key order."""
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return (unique, np.bincount(inverse, sums, len(unique)),
+            np.bincount(inverse, weights, len(unique)))
+
+
 class StepLog:
     """Accumulators of one replica: busy time, time-weighted KV utilisation and
-    fragmentation, inter-token gaps (single values and weighted runs), optional timeline."""
+    fragmentation, inter-token gaps (`itl`, a histogram; `itl_single` buffers gaps of weight
+    one, appended in the hot loop), optional timeline."""
 
-    __slots__ = ("busy_s", "steps", "util_area", "frag_area", "frag_s", "itl_single",
-                 "itl_runs", "timeline", "spec_steps", "spec_tokens")
+    __slots__ = ("busy_s", "steps", "util_area", "frag_area", "frag_s", "itl", "itl_single",
+                 "timeline", "spec_steps", "spec_tokens")
 
     def __init__(self, timeline: bool):
         self.busy_s = self.util_area = self.frag_area = self.frag_s = 0.0
         self.steps = self.spec_steps = 0
         self.spec_tokens = 0.0  # tokens per member gained over the speculative steps
-        self.itl_single: list[float] = []
-        self.itl_runs: list[tuple[np.ndarray, float | np.ndarray]] = []  # values, weight(s)
+        self.itl = WeightedHistogram()
+        self.itl_single = self.itl.single
         self.timeline: list[tuple] | None = [] if timeline else None
 
     def add(self, start_s, duration_s, util, fill, batch: int, tokens) -> None:

@@ -14,6 +14,8 @@ client sends its next request then); when the replica goes idle after the step, 
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 from perfcast.serve._cost import StepCost
@@ -157,7 +159,7 @@ class Stepper:
                 growth.append(total)
         if k < priced:
             durations, ends = durations[:k], ends[:k]
-        return Step(plan, np.array(durations), np.array(ends), growth, n)
+        return Step(plan, durations, ends, growth, n)  # lists: the commit reads them in Python
 
     def _spec_steps(self, rep: Replica, plan: Plan, n: int, now_s: float,
                     horizon_s: float) -> Step:
@@ -201,7 +203,7 @@ class Stepper:
         step = rep.step
         if step is None or step.k == 1 or step.ends[-2] < at_s:
             return None
-        k = int(np.searchsorted(step.ends, at_s, side="left")) + 1
+        k = bisect_left(step.ends, at_s) + 1
         step.k, step.durations, step.ends = k, step.durations[:k], step.ends[:k]
         if step.tokens is not None:
             step.tokens = step.tokens[:k]
@@ -263,10 +265,9 @@ class Stepper:
         pending = rep.pending_gaps
         log.itl_single.extend(first_end - t for t in pending)
         if step.n > len(pending):
-            log.itl_runs.append((np.array([first_end - rep.last_decode_end_s]),
-                                 step.n - len(pending)))
+            log.itl.add(np.array([first_end - rep.last_decode_end_s]), step.n - len(pending))
         if step.k > 1:
-            log.itl_runs.append((step.durations[1:], step.n))
+            log.itl.add(step.durations[1:], step.n)
         rep.pending_gaps = []
         rep.last_decode_end_s = float(step.ends[-1])
         rep.D += step.k
@@ -278,12 +279,12 @@ class Stepper:
         y = step.tokens.astype(float)
         pending = rep.pending_gaps
         if pending:
-            log.itl_runs.append((np.array([(first_end - t) / y[0] for t in pending]), y[0]))
+            log.itl.add(np.array([(first_end - t) / y[0] for t in pending]), y[0])
         if step.n > len(pending):
-            log.itl_runs.append((np.array([(first_end - rep.last_decode_end_s) / y[0]]),
-                                 (step.n - len(pending)) * y[0]))
+            log.itl.add(np.array([(first_end - rep.last_decode_end_s) / y[0]]),
+                        (step.n - len(pending)) * y[0])
         if step.k > 1:
-            log.itl_runs.append((np.asarray(step.durations[1:]) / y[1:], step.n * y[1:]))
+            log.itl.add(np.asarray(step.durations[1:]) / y[1:], step.n * y[1:])
         log.spec_steps += step.k
         log.spec_tokens += float(y.sum())
         rep.pending_gaps = []
@@ -303,22 +304,49 @@ class Stepper:
     def _log(self, rep: Replica, step: Step) -> None:
         """Utilisation and fragmentation while the step runs (allocated, before release).
         Fill is capped at 1: sequences sharing prefix-cache blocks hold more tokens than
-        the blocks they allocated."""
+        the blocks they allocated. Step j of a run holds the blocks allocated before it
+        (the run's growth up to step j) and j + 1 more tokens per decoding member (or the
+        tokens speculative steps yielded)."""
         kv, k, log = rep.kv, step.k, self.logs[rep.index]
         new = sum(t for _, t in step.plan.prefill)
-        batch = step.n + len(step.plan.prefill)
-        if k == 1 and log.timeline is None:
-            tokens = rep.kv_tokens() + new + step.n
-            log.add_one(float(step.durations[0]), kv.used / kv.capacity,
-                        min(tokens / max(kv.used * kv.block_size, 1), 1.0))
+        tokens0 = rep.kv_tokens() + new
+        if log.timeline is not None:
+            self._log_timeline(rep, step, log, tokens0, new)
             return
-        durations, ends = np.asarray(step.durations), np.asarray(step.ends)
+        cap, bs, n, used0 = kv.capacity, kv.block_size, step.n, kv.used
+        growth, gained = step.growth, step.tokens
+        last = growth[k - 2] if growth is not None and k > 1 else 0
+        spec = gained is not None
+        total = 0
+        busy, util_area, frag_area, frag_s = log.busy_s, log.util_area, log.frag_area, \
+            log.frag_s  # StepLog.add_one per step, inlined (the same sums in the same order)
+        for j, d in enumerate(step.durations[:k]):
+            d = float(d)
+            used = used0 - last + (growth[j - 1] if j and growth is not None else 0)
+            if spec:
+                total += int(gained[j])
+            tokens = tokens0 + n * (total if spec else j + 1)
+            busy += d
+            util_area += used / cap * d
+            if used > 0:
+                fill = tokens / max(used * bs, 1)
+                frag_area += (1.0 - (fill if fill < 1.0 else 1.0)) * d
+                frag_s += d
+        log.steps += k
+        log.busy_s, log.util_area, log.frag_area, log.frag_s = busy, util_area, frag_area, \
+            frag_s
+
+    def _log_timeline(self, rep: Replica, step: Step, log: StepLog, tokens0: int,
+                      new: int) -> None:
+        """`_log` keeping every step (start, duration, batch, tokens, KV use) as arrays."""
+        kv, k = rep.kv, step.k
+        durations, ends = np.asarray(step.durations[:k]), np.asarray(step.ends[:k])
         used = np.full(k, float(kv.used))
         if step.growth is not None and k > 1:
             grown = np.concatenate(([0], step.growth[:k - 1]))
             used -= grown[-1] - grown
         gained = np.arange(1, k + 1) if step.tokens is None else np.cumsum(step.tokens)
-        tokens = rep.kv_tokens() + new + step.n * gained
+        tokens = tokens0 + step.n * gained
         log.add(ends - durations, durations, used / kv.capacity,
-                np.minimum(tokens / np.maximum(used * kv.block_size, 1.0), 1.0), batch,
-                step.n + new)
+                np.minimum(tokens / np.maximum(used * kv.block_size, 1.0), 1.0),
+                step.n + len(step.plan.prefill), step.n + new)

@@ -276,14 +276,15 @@ def _result(sim: _Simulation) -> ServeResult:
         ("generated_tokens", r.generated), ("preemptions", r.preemptions),
         ("restarts", r.restarts), ("prefix_hit_tokens", r.prefix_hit))}
     requests = pd.DataFrame({
-        "id": np.arange(len(r)), "replica": ints["replica"], "arrival_s": arrival.copy(),
-        "first_token_s": first.copy(), "completion_s": done.copy(),
+        "id": np.arange(len(r)), "replica": ints["replica"], "arrival_s": arrival,
+        "first_token_s": first, "completion_s": done,
         "prompt_tokens": ints["prompt_tokens"], "output_tokens": ints["output_tokens"],
         "generated_tokens": ints["generated_tokens"],
         "queueing_delay_s": col(r.scheduled_s) - arrival,
         "preemptions": ints["preemptions"], "restarts": ints["restarts"],
         "ttft_s": first - arrival, "tpot_s": tpot, "e2e_s": done - arrival,
-        "prefix_hit_tokens": ints["prefix_hit_tokens"]}, copy=False)  # its own arrays: kept
+        "prefix_hit_tokens": ints["prefix_hit_tokens"]},
+        copy=False)  # no consolidating copy; the float columns share the finished state's memory
     logs = sim.logs
     replicas = pd.DataFrame([{"replica": i, "busy_s": g.busy_s, "steps": g.steps,
                               "util_area": g.util_area, "frag_area": g.frag_area,

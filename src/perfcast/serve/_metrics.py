@@ -18,7 +18,7 @@ _TIMELINE = ("time_s", "duration_s", "batch_size", "num_tokens", "kv_utilisation
 
 
 BIN_BITS = 16  # mantissa bits kept per histogram bin: bins 2^-16 (0.0015%) wide
-FLUSH_VALUES = 1 << 16  # buffered values folded into the histogram at a time
+FLUSH_VALUES = 1 << 18  # buffered values folded into the histogram at a time
 
 
 class WeightedHistogram:

@@ -31,8 +31,10 @@ class Plan:
         return self.decode and not self.prefill and not self.preempted and not self.swap_s
 
 
-def preempt_tail(rep: Replica, req: Requests, swap: bool) -> float:
-    """Preempt the most recently admitted running request; swap seconds (0 when recomputed)."""
+def preempt_tail(rep: Replica, req: Requests, swap: bool, whole_prompt: bool = False) -> float:
+    """Preempt the most recently admitted running request; swap seconds (0 when recomputed).
+    `whole_prompt`: a prefilling request holds its whole prompt's blocks (allocated at
+    admission), not only its computed tokens'."""
     rid = next(reversed(rep.running))
     del rep.running[rid]
     req.preemptions[rid] += 1
@@ -51,16 +53,21 @@ def preempt_tail(rep: Replica, req: Requests, swap: bool) -> float:
             rep.swapped.append(rid)
             return seconds
     release_blocks(rep, req, rid, computed)
+    if whole_prompt and not decoding:  # the blocks of its prompt not computed yet
+        kv = rep.kv
+        kv.release(kv.blocks_for(req.prompt[rid] + req.generated[rid])
+                   - kv.blocks_for(computed))
     req.computed[rid] = 0
     req.restarts[rid] += 1
     rep.waiting.appendleft(rid)
     return 0.0
 
 
-def grow_decodes(rep: Replica, req: Requests, plan: Plan, swap: bool) -> None:
+def grow_decodes(rep: Replica, req: Requests, plan: Plan, swap: bool,
+                 whole_prompt: bool = False) -> None:
     """Make room for the decode set's next token (preempting from the tail), reserve it."""
     while rep.members and rep.step_growth() > rep.kv.free:
-        plan.swap_s += preempt_tail(rep, req, swap)
+        plan.swap_s += preempt_tail(rep, req, swap, whole_prompt)
         plan.preempted += 1
     rep.kv.allocate(rep.step_growth())
     plan.decode = bool(rep.members)

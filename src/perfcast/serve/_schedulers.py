@@ -9,7 +9,12 @@ and KV pool (admissions, preemptions, the first step's KV growth) and returns th
   admitted when KV cannot grow (recompute: back to the waiting front; swap: to host), then
   swap back in when there was no preemption.
 - vllm-v1 / sarathi: running requests first (decodes, then continuing prefill chunks), then
-  new prompts, chunked to fill the token budget (Sarathi: budget = chunk size).
+  new prompts, chunked to fill the token budget (Sarathi: budget = chunk size). KV of a new
+  prompt: Sarathi-Serve allocates the whole prompt's blocks at admission (watermark checked
+  against all of them; its `VLLMBlockSpaceManager.get_num_initial_blocks` is the prompt's
+  logical blocks, as vLLM v0's block manager, whose chunked prefill is Sarathi's), so later
+  chunks need no blocks and only decode growth preempts; vLLM v1 (`allocate_slots`) allocates
+  each chunk's blocks as it is scheduled.
 - orca: iteration-level batching of whole prompts and decodes, KV reserved for a request's
   full length at admission (no preemption), no token budget beyond max_batch.
 - static: a batch of up to max_batch requests runs to completion before the next forms.
@@ -97,16 +102,20 @@ class Chunked:
         self.req, self.max_seqs, self.budget = req, config.max_batch, config.token_budget
         self.chunk = config.prefill_chunk or config.token_budget
         self.decode_tokens = 1 + config.spec_k  # verified positions per decoding sequence
+        # a new prompt's blocks: all at admission (Sarathi-Serve), or chunk by chunk (v1)
+        self.whole_prompt = config.scheduler == "sarathi"
 
     def _chunk(self, rep: Replica, rid: int, budget: int) -> tuple[int, int]:
         req = self.req
         done = req.computed[rid]
         n = min(req.prompt[rid] + req.generated[rid] - done, budget, self.chunk)
+        if self.whole_prompt:  # its blocks came with its admission
+            return n, 0
         return n, rep.kv.blocks_for(done + n) - rep.kv.blocks_for(done)
 
     def schedule(self, rep: Replica, now_s: float) -> Plan:
         req, kv, plan = self.req, rep.kv, Plan()
-        grow_decodes(rep, req, plan, swap=False)
+        grow_decodes(rep, req, plan, swap=False, whole_prompt=self.whole_prompt)
         budget = self.budget - rep.n_decode * self.decode_tokens
         for rid in list(rep.prefilling):
             if budget <= 0:
@@ -129,7 +138,7 @@ class Chunked:
             hit, idle = prefix_hits(rep, req, rid, total)
             done = preloaded(req, rid, hit, kv.block_size)
             n = min(total - done, budget, self.chunk)
-            blocks = kv.blocks_for(done + n) - hit
+            blocks = kv.blocks_for(total if self.whole_prompt else done + n) - hit
             if not kv.can_admit(blocks + idle):
                 break
             admit(rep, req, rid, blocks, now_s, hit)

@@ -11,7 +11,7 @@ import pytest
 
 from perfcast.kernels import RooflineModel
 from perfcast.ops import kv_bytes_per_token
-from perfcast.serve import ServeConfig, step_model_for
+from perfcast.serve import ServeConfig, make_workload, simulate_disaggregated, step_model_for
 from perfcast.specs import ParallelPlan
 from perfcast.validate import (
     disagg_point,
@@ -19,6 +19,8 @@ from perfcast.validate import (
     point_precision,
     validate_serving,
 )
+from perfcast.validate._serving_disagg import pool_layout
+from perfcast.validate._serving_sim import ROUNDS, benchmark_lengths, engine_settings
 
 THRESHOLDS = json.loads((Path(__file__).with_name(
     "serving_disagg_accuracy_thresholds.json")).read_text())
@@ -60,6 +62,25 @@ def test_one_client_waits_for_one_prefill_and_one_kv_transfer():
     assert ttft == pytest.approx(prefill_s + transfer_s, rel=0.01)
     decode_s = step_model_for(dec, None).step_time_s(decode_context=(isl + osl // 2,))
     assert tpot == pytest.approx(decode_s, rel=0.02)
+
+
+def test_one_step_model_per_deployment_prices_as_each_points_own():
+    """The replay shares a pool's step model over every batch limit of its deployment; a
+    point priced with step models built for its own limits agrees to 0.1% (the prefill
+    grid's sequence axis is interpolated at other points; 2 of the 104 replays move, by
+    <= 0.05%)."""
+    p = load_disagg_points()
+    point = p[p["point_id"] == "dsr1_h100_trtllm_fp8_disagg_1024x1024_c30_cfg494"].iloc[0]
+    conc = int(point["concurrency"])
+    pools = [pool_layout(point, pool).config(ServeConfig(**engine_settings(point)))
+             for pool in ("prefill", "decode")]
+    w = make_workload(ROUNDS * conc, arrival="closed_loop", concurrency=conc,
+                      max_tokens=None, seed=0, **benchmark_lengths(point))
+    own = simulate_disaggregated(*pools, w, prefill_step_model=step_model_for(pools[0]),
+                                 decode_step_model=step_model_for(pools[1])).requests
+    ttft, tpot = disagg_point(point)
+    assert ttft == pytest.approx(own["ttft_s"].mean(), rel=1e-3)
+    assert tpot == pytest.approx(own["tpot_s"].mean(), rel=1e-3)
 
 
 def test_replay_is_deterministic():

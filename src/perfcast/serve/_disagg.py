@@ -15,9 +15,11 @@ paged KV, queueing); the link between them is a FIFO per prefill replica.
   vLLM's P/D designs): TTFT ends at the transfer's end.
 - A closed loop (a benchmark client keeping `concurrency` requests in flight) couples both
   pools: client slot k sends requests k, k + C, k + 2C, ..., each when the slot's previous one
-  completed. It is solved as a fixed point of open-loop runs: one run's completions are the
-  next run's arrivals until mean TTFT and TPOT move less than CLOSED_LOOP_TOLERANCE (single
-  arrival times keep jittering as batch boundaries shift; the means settle in 2-4 sweeps).
+  completed. Both pools then run as one discrete-event simulation on a shared event queue
+  (as co-located models do): a prefill completion queues its KV transfer, the transfer's end
+  is the decode arrival, a decode completion sends the slot's next request. This is the
+  fixed point of open-loop runs (one run's completions are the next run's arrivals) reached
+  in one pass, since a request's arrival depends only on earlier completions.
 
 A pool's deployment is a `PoolLayout`: `workers` engine instances (Dynamo's workers), each
 TP x PP x attention-DP GPUs with experts over EP x MoE-TP of them, and the pool's own batch
@@ -36,8 +38,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from perfcast.errors import InputError
 from perfcast.ops import kv_bytes_per_token, state_bytes_per_sequence
+from perfcast.progress import current as current_progress
+from perfcast.serve._colocate import _View
 from perfcast.serve._config import ServeConfig
-from perfcast.serve._engine import simulate, step_model_for
+from perfcast.serve._engine import (
+    ARRIVAL,
+    REPORT_EVERY,
+    _Simulation,
+    simulate,
+)
+from perfcast.serve._events import EventQueue
 from perfcast.serve._metrics import ServeResult, _stats
 from perfcast.serve._step_model import StepTimeModel
 from perfcast.serve._workload import Workload
@@ -46,7 +56,6 @@ from perfcast.specs import Link, ParallelPlan
 __all__ = ["DisaggResult", "POOL_KEYS", "PoolLayout", "simulate_disaggregated"]
 
 _PAGED = ("vllm-v0", "vllm-v1", "sarathi")
-CLOSED_LOOP_SWEEPS, CLOSED_LOOP_TOLERANCE = 8, 0.005
 MAX_POOL_GPUS = 1_000_000  # as the API's MAX_GPUS: a typo's bound, not a modelling limit
 # Compact keys -> PoolLayout fields (the field names themselves are accepted too).
 POOL_KEYS = {"tp": "tp", "pp": "pp", "dp": "attention_dp", "ep": "ep", "moe_tp": "moe_tp",
@@ -236,25 +245,116 @@ def simulate_disaggregated(prefill: ServeConfig, decode: ServeConfig, workload: 
 
 def _closed_loop(prefill: ServeConfig, decode: ServeConfig, workload: Workload, link: Link,
                  seed: int, models: dict) -> DisaggResult:
-    """The closed loop as a fixed point of open-loop runs (module docstring); each pool's
-    step model built once for every sweep."""
-    models = {"prefill_step_model": models["prefill_step_model"] or step_model_for(prefill),
-              "decode_step_model": models["decode_step_model"] or step_model_for(decode)}
-    conc, n = workload.concurrency, len(workload)
-    prompt, output = workload.prompt_tokens, workload.output_tokens
-    arrival, last = np.zeros(n), None
-    for _ in range(CLOSED_LOOP_SWEEPS):
-        order = np.argsort(arrival, kind="stable")
-        res = _open_loop(prefill, decode, Workload(arrival[order], prompt[order],
-                                                   output[order]), link, seed, **models)
-        done = np.empty(n)
-        done[order] = res.requests["completion_s"].to_numpy()
-        arrival = np.concatenate([np.zeros(conc), done[:max(n - conc, 0)]])[:n]
-        means = np.array([res.requests["ttft_s"].mean(), res.requests["tpot_s"].mean()])
-        if last is not None and np.all(np.abs(means / last - 1.0) <= CLOSED_LOOP_TOLERANCE):
-            break
-        last = means
-    return res
+    """The closed loop as one simulation of both pools on a shared event queue (module
+    docstring); requests reported in the order the prefill pool saw them arrive (by time,
+    then as sent), the order an open-loop run of their arrival times takes them in."""
+    loop = _Loop(prefill, decode, workload, link, seed, models)
+    loop.run()
+    return loop.result()
+
+
+class _Pool(_Simulation):
+    """A pool's simulation whose requests arrive when sent (`send`), not at the workload's
+    times, and whose completions, as the client sees them, go to `seen(rid, t)`."""
+
+    def __init__(self, config: ServeConfig, workload: Workload, seed: int,
+                 step_model: StepTimeModel | None, queue: _View, seen):
+        super().__init__(config, workload, seed, step_model, False, queue=queue)
+        queue.sim = self
+        self.stream = ()  # no arrivals of its own: every one is sent
+        self.seen = seen
+        self.sent: list[int] = []  # request ids in the order sent
+
+    def send(self, rid: int, t: float) -> None:
+        self.req.arrival_s[rid] = t
+        self.sent.append(rid)
+        self.queue.push(t, ARRIVAL, rid)
+
+    def _seen(self, rid: int, t: float) -> None:
+        self.seen(rid, t)
+
+
+class _Loop:
+    """Client slots, prefill pool, KV links and decode pool of one closed-loop run."""
+
+    def __init__(self, prefill: ServeConfig, decode: ServeConfig, workload: Workload,
+                 link: Link, seed: int, models: dict):
+        n, self.conc = len(workload), workload.concurrency
+        self.prompt, self.output = workload.prompt_tokens, workload.output_tokens
+        self.seconds = _transfer_s(prefill, decode, link, self.prompt)
+        self.link, self.links = link, _Links()
+        self.start, self.end = np.full(n, np.nan), np.full(n, np.nan)
+        self.queue = EventQueue()
+        self.report, self.completed = current_progress(), 0
+        first = Workload(np.zeros(n), self.prompt, np.ones(n, dtype=np.int64))
+        self.pre = _Pool(prefill, first, seed, models["prefill_step_model"],
+                         _View(self.queue), self._prefilled)
+        self.more = np.flatnonzero(self.output > 1)
+        self.dec_id = np.full(n, -1)
+        self.dec_id[self.more] = np.arange(len(self.more))
+        self.dec = None
+        if len(self.more):
+            m = self.more
+            w = Workload(np.zeros(len(m)), self.prompt[m] + 1, self.output[m] - 1,
+                         preloaded_tokens=self.prompt[m])
+            self.dec = _Pool(decode, w, seed, models["decode_step_model"],
+                             _View(self.queue), self._decoded)
+
+    def run(self) -> None:
+        """Every slot's first request at 0, then events in time order until all are done;
+        progress reported as `simulate` reports it (every REPORT_EVERY completions)."""
+        for rid in range(min(self.conc, len(self.prompt))):
+            self.pre.send(rid, 0.0)
+        q = self.queue
+        while len(q):
+            t, kind, (sim, payload) = q.pop()
+            sim.handle(t, kind, payload)
+        if self.report is not None:
+            self.report(self.completed, len(self.prompt))
+
+    def _prefilled(self, rid: int, t: float) -> None:
+        """KV ready: its transfer queues on the replica's link; then decode, or done."""
+        s, e = self.links.send(t, float(self.seconds[rid]), int(self.pre.req.replica[rid]))
+        self.start[rid], self.end[rid] = s, e
+        if self.dec_id[rid] >= 0:
+            self.dec.send(int(self.dec_id[rid]), e)
+        else:
+            self._done(rid, t)
+
+    def _decoded(self, did: int, t: float) -> None:
+        self._done(int(self.more[did]), t)
+
+    def _done(self, rid: int, t: float) -> None:
+        """The client slot of `rid` sends its next request."""
+        if rid + self.conc < len(self.prompt):
+            self.pre.send(rid + self.conc, t)
+        self.completed += 1
+        if self.report is not None and self.completed % REPORT_EVERY == 0:
+            self.report(self.completed, len(self.prompt))
+
+    def result(self) -> DisaggResult:
+        pre = self.pre.result()
+        ready = pre.requests["completion_s"].to_numpy()
+        done = ready.copy()
+        dec = self.dec.result() if self.dec is not None else None
+        if dec is not None:
+            done[self.more] = dec.requests["completion_s"].to_numpy()
+        frame = _frame(pre.requests["arrival_s"].to_numpy(), ready, self.start, self.end,
+                       done, self.prompt, self.output, self.seconds)
+        frame = frame.iloc[self.pre.sent].sort_values("arrival_s", kind="stable",
+                                                      ignore_index=True)
+        return DisaggResult(frame.assign(id=np.arange(len(frame))), pre, dec, self.link)
+
+
+def _transfer_s(prefill: ServeConfig, decode: ServeConfig, link: Link, prompt: np.ndarray
+                ) -> np.ndarray:
+    """Each request's KV transfer (module docstring): latency + KV and state bytes over
+    min(prefill TP, decode TP) GPU pairs."""
+    per_token = kv_bytes_per_token(prefill.model_spec, prefill.precision, ParallelPlan())
+    state = state_bytes_per_sequence(prefill.model_spec, prefill.precision, ParallelPlan())
+    pairs = min(prefill.tp, decode.tp)
+    return link.latency_s + (prompt * per_token + state) / (pairs * link.bandwidth_bps
+                                                            * link.bus_efficiency)
 
 
 def _open_loop(prefill: ServeConfig, decode: ServeConfig, workload: Workload, link: Link,
@@ -266,11 +366,7 @@ def _open_loop(prefill: ServeConfig, decode: ServeConfig, workload: Workload, li
     pre = simulate(prefill, first, seed=seed, step_model=prefill_step_model)
     ready = pre.requests["completion_s"].to_numpy()
     prompt = workload.prompt_tokens
-    per_token = kv_bytes_per_token(prefill.model_spec, prefill.precision, ParallelPlan())
-    state = state_bytes_per_sequence(prefill.model_spec, prefill.precision, ParallelPlan())
-    pairs = min(prefill.tp, decode.tp)
-    seconds = link.latency_s + (prompt * per_token + state) / (pairs * link.bandwidth_bps
-                                                               * link.bus_efficiency)
+    seconds = _transfer_s(prefill, decode, link, prompt)
     start, end = _fifo(ready, seconds, pre.requests["replica"].to_numpy())
     output = workload.output_tokens
     more = np.flatnonzero(output > 1)
@@ -282,24 +378,42 @@ def _open_loop(prefill: ServeConfig, decode: ServeConfig, workload: Workload, li
                      preloaded_tokens=prompt[order])
         dec = simulate(decode, w, seed=seed, step_model=decode_step_model)
         done[order] = dec.requests["completion_s"].to_numpy()
-    arrival = workload.arrival_s
-    ttft = end - arrival
+    requests = _frame(workload.arrival_s, ready, start, end, done, prompt, output, seconds)
+    return DisaggResult(requests, pre, dec, link)
+
+
+def _frame(arrival: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray,
+           done: np.ndarray, prompt: np.ndarray, output: np.ndarray, seconds: np.ndarray
+           ) -> pd.DataFrame:
+    """Per request: its times through both pools and the client's TTFT/TPOT/E2E (TTFT ends
+    with the KV transfer; TPOT over the decode pool's tokens)."""
     tpot = np.where(output > 1, (done - end) / np.maximum(output - 1, 1), np.nan)
-    requests = pd.DataFrame({
-        "id": np.arange(n), "arrival_s": arrival, "prefill_done_s": ready,
+    return pd.DataFrame({
+        "id": np.arange(len(arrival)), "arrival_s": arrival, "prefill_done_s": ready,
         "kv_start_s": start, "kv_end_s": end, "completion_s": done,
         "prompt_tokens": prompt, "output_tokens": output, "kv_transfer_s": seconds,
-        "kv_wait_s": start - ready, "ttft_s": ttft, "tpot_s": tpot, "e2e_s": done - arrival})
-    return DisaggResult(requests, pre, dec, link)
+        "kv_wait_s": start - ready, "ttft_s": end - arrival, "tpot_s": tpot,
+        "e2e_s": done - arrival})
+
+
+class _Links:
+    """One KV link per prefill replica, first come first served."""
+
+    def __init__(self):
+        self.free: dict[int, float] = {}
+
+    def send(self, ready: float, seconds: float, replica: int) -> tuple[float, float]:
+        """(start, end) of a transfer of `seconds` whose KV is ready at `ready`."""
+        s = max(ready, self.free.get(replica, 0.0))
+        self.free[replica] = s + seconds
+        return s, s + seconds
 
 
 def _fifo(ready: np.ndarray, seconds: np.ndarray, replica: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray]:
     """Transfers through one link per prefill replica, in the order their KV is ready."""
     start, end = np.empty_like(ready), np.empty_like(ready)
-    free: dict[int, float] = {}
+    links = _Links()
     for i in np.argsort(ready, kind="stable").tolist():
-        s = max(float(ready[i]), free.get(int(replica[i]), 0.0))
-        start[i], end[i] = s, s + float(seconds[i])
-        free[int(replica[i])] = end[i]
+        start[i], end[i] = links.send(float(ready[i]), float(seconds[i]), int(replica[i]))
     return start, end

@@ -10,10 +10,11 @@ Each pool is the `PoolLayout` a user writes (`perfcast serve --disagg-prefill
 '1x(tp1,dp8,ep8,batch64)'`): every attention-DP rank of a worker is a replica of its pool
 (behind the pool's router), as in the aggregated replay (`_serving_sim`). The closed loop
 couples both pools (a client's next request starts when the decode pool finishes its last):
-`serve.simulate_disaggregated` solves it as a fixed point of open-loop runs (its module
-docstring). Engine settings follow the
-aggregated replay (stated there, not fitted): TensorRT-LLM pools run `vllm-v1`, SGLang pools
-`vllm-v0`; CPU scheduling overlapped with the GPU step.
+`serve.simulate_disaggregated` runs both pools as one simulation, the fixed point of
+open-loop runs (its module docstring). Engine settings follow the aggregated replay (stated
+there, not fitted): TensorRT-LLM pools run `vllm-v1`, SGLang pools `vllm-v0`; CPU scheduling
+overlapped with the GPU step; one step model per pool deployment whatever the point's batch
+limit (`GRID_BATCH`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from perfcast.validate._serving_sim import (
 
 __all__ = ["disagg_point", "load_disagg_points"]
 
+GRID_BATCH = 1024  # sequences a step model's grids cover (the aggregated replay's minimum)
+
 
 def load_disagg_points() -> pd.DataFrame:
     """The shipped measured disaggregated points, one row per (deployment, isl, osl,
@@ -63,6 +66,14 @@ def _pool(point: pd.Series, pool: str, stack: str | None = None) -> ServeConfig:
     return pool_layout(point, pool).config(ServeConfig(**engine_settings(point, stack)))
 
 
+def _grid(pool: ServeConfig) -> ServeConfig:
+    """The config a pool's step model is built for: its own with room for GRID_BATCH
+    sequences, so the points of one deployment (whose batch limits differ) share one step
+    model, as the aggregated replay's points do (`_serving_sim.engine_point`): building it
+    and pricing its grids is most of a replay's cost."""
+    return ServeConfig(**(pool.model_dump() | {"max_batch": max(GRID_BATCH, pool.max_batch)}))
+
+
 @cache
 def _lengths(point_key: tuple, n: int, conc: int) -> tuple[np.ndarray, np.ndarray]:
     point = pd.Series(dict(point_key))
@@ -81,8 +92,8 @@ def disagg_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
     key = tuple(sorted((k, point[k]) for k in ("isl", "osl", "silicon_data_source")))
     prompt, output = _lengths(key, n, conc)
     prefill, decode = _pool(point, "prefill", stack), _pool(point, "decode", stack)
-    models = {"prefill_step_model": cached_step_model(prefill, time_model),
-              "decode_step_model": cached_step_model(decode, time_model)}
+    models = {"prefill_step_model": cached_step_model(_grid(prefill), time_model),
+              "decode_step_model": cached_step_model(_grid(decode), time_model)}
     res = simulate_disaggregated(prefill, decode, Workload(np.zeros(n), prompt, output, conc),
                                  **models)
     r = res.requests

@@ -180,8 +180,11 @@ def test_every_public_name_is_exported(package):
     """httpx's rule: a package's public attributes are exactly its `__all__` (a name imported
     for internal use is underscored), so the pin above is the whole surface."""
     module = importlib.import_module(package)
-    public = {name for name, value in vars(module).items() if not name.startswith("_")
-              and not isinstance(value, types.ModuleType) and name != "annotations"}
+    # dir(), not vars(): a package's names load lazily (PEP 562 `__getattr__`/`__dir__`),
+    # so vars() holds only those used so far
+    public = {name for name in dir(module) if not name.startswith("_")
+              and not isinstance(getattr(module, name), types.ModuleType)
+              and name != "annotations"}
     assert public == set(module.__all__)
 
 

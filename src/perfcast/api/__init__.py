@@ -6,151 +6,59 @@
 
 Every face (CLI, suite, sweep, capacity, UI, plots, validate) builds a request and calls
 `run`; `resolve` is the one place names and flags become specs and defaults are chosen.
+
+Names load on first use (PEP 562): `from perfcast.api import ServeRequest` imports api._serve
+and the layers it needs, not every command's (pandas, scipy.optimize, ...), so a command
+starts in a fraction of the time. `COMMANDS`, and a command looked up by name
+(`command_for`, `run_options`, `load_request`), import every command module first.
 """
 
-from perfcast.api._accel import (
-    AccelMapper,
-    AccelModelResult,
-    AccelOutputs,
-    AccelRequest,
-    AccelWorkload,
-    ResolvedAccel,
-)
-from perfcast.api._base import (
-    COMMANDS,
-    Command,
-    Group,
-    Request,
-    Result,
-    command_for,
-    dump_request,
-    load_request,
-    request_from_options,
-    resolve,
-    run,
-    run_options,
-)
-from perfcast.api._calibrate import (
-    CalibrateInputs,
-    CalibrateOutputs,
-    CalibrateRequest,
-    CalibrateResult,
-    ResolvedCalibrate,
-)
-from perfcast.api._capacity import (
-    CapacityCandidates,
-    CapacityProbes,
-    CapacityRequest,
-    CapacityResult,
-    CapacityTarget,
-    Parallelism,
-    ResolvedCapacity,
-)
-from perfcast.api._choices import (
-    EngineStackChoice,
-    Hardware,
-    KernelChoice,
-    ModelChoice,
-    PrecisionChoice,
-    ServingPrecision,
-    StackChoice,
-    default_stack,
-    kernel_model,
-    machines_for,
-)
-from perfcast.api._collective import (
-    CollectiveHardware,
-    CollectiveRequest,
-    CollectiveResult,
-    ResolvedCollective,
-)
-from perfcast.api._cpu import CpuMeasurement, CpuRequest, CpuResult, CpuWorkload, ResolvedCpu
-from perfcast.api._diffusion import (
-    DiffusionImage,
-    DiffusionRequest,
-    DiffusionResult,
-    DiffusionSampler,
-    ResolvedDiffusion,
-)
-from perfcast.api._infer import (
-    InferEngine,
-    InferPlan,
-    InferRequest,
-    InferResult,
-    InferWorkload,
-    ResolvedInfer,
-)
-from perfcast.api._measure import (
-    MeasureModel,
-    MeasureOutputs,
-    MeasureRequest,
-    MeasureResult,
-    MeasureSweep,
-    MeasureTarget,
-    ResolvedMeasure,
-)
-from perfcast.api._rag import (
-    RagEngine,
-    RagIndex,
-    RagModels,
-    RagPlan,
-    RagRequest,
-    RagResult,
-    RagWorkload,
-    ResolvedRag,
-)
-from perfcast.api._selfcheck import (
-    SelfCheckOutputs,
-    SelfCheckRequest,
-    SelfCheckResult,
-    SelfCheckWorkload,
-)
-from perfcast.api._serve import (
-    QUANT_SCHEMES,
-    Colocation,
-    Disaggregation,
-    PoolLayout,
-    ResolvedServe,
-    ServeDeployment,
-    ServeEngine,
-    ServeModel,
-    ServeOutputs,
-    ServeQuantisation,
-    ServeRequest,
-    ServeResult,
-    ServeSlos,
-    ServeWorkload,
-    SpeculativeDecoding,
-)
-from perfcast.api._step import (
-    ResolvedStep,
-    StepEngine,
-    StepHardware,
-    StepOutputs,
-    StepPlan,
-    StepPrecision,
-    StepRequest,
-    StepResult,
-    StepWorkload,
-)
-from perfcast.api._train import (
-    CNNTrainResult,
-    PlanSearch,
-    ResolvedCNNTrain,
-    ResolvedRLHF,
-    ResolvedTrain,
-    ResolvedTrainSweep,
-    RLHFOptions,
-    RLHFResult,
-    TrainKernels,
-    TrainOutputs,
-    TrainPlan,
-    TrainRecipe,
-    TrainRequest,
-    TrainResult,
-    TrainSweepResult,
-    TrainWorkload,
-)
+from perfcast import _lazy_exports
+
+# Submodule -> the public names it provides.
+_EXPORTS = {
+    "_accel": ("AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest",
+        "AccelWorkload", "ResolvedAccel"),
+    "_base": ("COMMANDS", "Command", "Group", "Request", "Result", "command_for",
+        "dump_request", "load_request", "request_from_options", "resolve", "run", "run_options"),
+    "_calibrate": ("CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
+        "ResolvedCalibrate"),
+    "_capacity": ("CapacityCandidates", "CapacityProbes", "CapacityRequest", "CapacityResult",
+        "CapacityTarget", "Parallelism", "ResolvedCapacity"),
+    "_choices": ("EngineStackChoice", "Hardware", "KernelChoice", "ModelChoice",
+        "PrecisionChoice", "ServingPrecision", "StackChoice", "default_stack", "kernel_model",
+        "machines_for"),
+    "_collective": ("CollectiveHardware", "CollectiveRequest", "CollectiveResult",
+        "ResolvedCollective"),
+    "_cpu": ("CpuMeasurement", "CpuRequest", "CpuResult", "CpuWorkload", "ResolvedCpu"),
+    "_diffusion": ("DiffusionImage", "DiffusionRequest", "DiffusionResult", "DiffusionSampler",
+        "ResolvedDiffusion"),
+    "_infer": ("InferEngine", "InferPlan", "InferRequest", "InferResult", "InferWorkload",
+        "ResolvedInfer"),
+    "_measure": ("MeasureModel", "MeasureOutputs", "MeasureRequest", "MeasureResult",
+        "MeasureSweep", "MeasureTarget", "ResolvedMeasure"),
+    "_rag": ("RagEngine", "RagIndex", "RagModels", "RagPlan", "RagRequest", "RagResult",
+        "RagWorkload", "ResolvedRag"),
+    "_selfcheck": ("SelfCheckOutputs", "SelfCheckRequest", "SelfCheckResult",
+        "SelfCheckWorkload"),
+    "_serve": ("QUANT_SCHEMES", "Colocation", "Disaggregation", "PoolLayout", "ResolvedServe",
+        "ServeDeployment", "ServeEngine", "ServeModel", "ServeOutputs", "ServeQuantisation",
+        "ServeRequest", "ServeResult", "ServeSlos", "ServeWorkload", "SpeculativeDecoding"),
+    "_step": ("ResolvedStep", "StepEngine", "StepHardware", "StepOutputs", "StepPlan",
+        "StepPrecision", "StepRequest", "StepResult", "StepWorkload"),
+    "_train": ("CNNTrainResult", "PlanSearch", "ResolvedCNNTrain", "ResolvedRLHF",
+        "ResolvedTrain", "ResolvedTrainSweep", "RLHFOptions", "RLHFResult", "TrainKernels",
+        "TrainOutputs", "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult",
+        "TrainSweepResult", "TrainWorkload"),
+}
+_load, __dir__ = _lazy_exports(__name__, _EXPORTS)
+
+
+def __getattr__(name: str):
+    if name == "COMMANDS":  # the whole table: every command module registers its command
+        from perfcast.api._base import all_commands
+        all_commands()
+    return _load(name)
 
 __all__ = [
     "COMMANDS", "Command", "Group", "Hardware", "InferEngine", "InferPlan", "InferRequest",

@@ -13,6 +13,7 @@ collective model, host overhead, execution mode) in one place; `run(request)` ex
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -23,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from perfcast.errors import InputError, close_matches
 from perfcast.progress import ProgressFn, reporting
 
-__all__ = ["COMMANDS", "Command", "Group", "Request", "Result", "command_for", "dump_request",
+__all__ = ["COMMANDS", "Command", "Group", "Request", "Result", "all_commands", "command_for",
+           "dump_request",
            "load_request", "register", "request_from_options", "resolve", "run",
            "run_options"]
 
@@ -254,6 +256,30 @@ class Command(Generic[R]):
 
 COMMANDS: dict[str, Command] = {}
 
+# Every command and the module of perfcast.api that registers it, in COMMANDS' order (the
+# order `import perfcast.api` registered them in when it imported every module eagerly).
+_COMMAND_MODULES = {
+    "accel": "_accel", "step": "_step", "measure": "_measure", "calibrate": "_calibrate",
+    "serve": "_serve", "capacity": "_capacity", "collective": "_collective", "cpu": "_cpu",
+    "diffusion": "_diffusion", "infer": "_infer", "rag": "_rag", "selfcheck": "_selfcheck",
+    "train": "_train"}
+_all_loaded = False
+
+
+def all_commands() -> dict[str, Command]:
+    """COMMANDS with every command registered: the modules of perfcast.api load lazily, a
+    command's on first use, so a lookup by name imports them all (once), in their order."""
+    global _all_loaded
+    if not _all_loaded:
+        for module in _COMMAND_MODULES.values():
+            importlib.import_module(f"perfcast.api.{module}")
+        others = {k: v for k, v in COMMANDS.items() if k not in _COMMAND_MODULES}
+        ordered = {k: COMMANDS[k] for k in _COMMAND_MODULES}
+        COMMANDS.clear()
+        COMMANDS.update(ordered | others)
+        _all_loaded = True
+    return COMMANDS
+
 
 def register(request: type[R], resolve_fn: Callable[[R], Any],
              execute: Callable[[Any], Result]) -> Command[R]:
@@ -266,6 +292,8 @@ def register(request: type[R], resolve_fn: Callable[[R], Any],
 def command_for(name: str) -> Command:
     """The command named `name`, or an InputError listing the commands."""
     if name not in COMMANDS:
+        all_commands()
+    if name not in COMMANDS:
         hint = close_matches(name, COMMANDS)
         problem = f"unknown command {name!r}" + (f"; did you mean {hint[0]}?" if hint else "")
         raise InputError("command", problem, sorted(COMMANDS))
@@ -275,7 +303,7 @@ def command_for(name: str) -> Command:
 def _command_of(request: Request) -> Command:
     if not isinstance(request, Request):
         raise InputError("request", f"expected a perfcast request, got {type(request).__name__}",
-                         sorted(c.request.__name__ for c in COMMANDS.values()))
+                         sorted(c.request.__name__ for c in all_commands().values()))
     return command_for(request.command)
 
 
@@ -337,7 +365,7 @@ def load_request(data: Mapping[str, Any]) -> Request:
     data = dict(data)
     name = data.pop("command", None)
     if not isinstance(name, str):
-        raise InputError("command", "a request needs its command", sorted(COMMANDS))
+        raise InputError("command", "a request needs its command", sorted(all_commands()))
     cls = command_for(name).request
     nested = any(k in cls.model_fields and isinstance(v, Mapping) for k, v in data.items())
     return cls.validated(data) if nested else cls.from_options(data)

@@ -2,23 +2,18 @@
 seconds: NCCL's algorithms over the cluster's levels (NcclModel, the default), the plain ring
 (RingAlphaBeta) and serving engines' one-shot all-reduce (CustomAllReduce)."""
 
-from perfcast.comm._alphabeta import (
-    COLLECTIVES,
-    CollectiveModel,
-    CustomAllReduce,
-    RingAlphaBeta,
-    one_shot_times,
-    ring_traffic_factor,
-)
-from perfcast.comm._fits import LinkFit, nvls_note, shipped_link_fits
-from perfcast.comm._fitting import fit_link, fit_p2p
-from perfcast.comm._nccl import (
-    ALGORITHMS,
-    NcclModel,
-    algorithm_choice,
-    bus_bandwidth_factor,
-    default_collective_model,
-)
+from perfcast import _lazy_exports
+
+# Submodule -> the public names it provides, each imported on first use (PEP 562).
+_EXPORTS = {
+    "_alphabeta": ("COLLECTIVES", "CollectiveModel", "CustomAllReduce", "RingAlphaBeta",
+        "one_shot_times", "ring_traffic_factor"),
+    "_fits": ("LinkFit", "nvls_note", "shipped_link_fits"),
+    "_fitting": ("fit_link", "fit_p2p"),
+    "_nccl": ("ALGORITHMS", "NcclModel", "algorithm_choice", "bus_bandwidth_factor",
+        "default_collective_model"),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["ALGORITHMS", "COLLECTIVES", "CollectiveModel", "CustomAllReduce", "LinkFit",
            "NcclModel", "RingAlphaBeta", "algorithm_choice", "bus_bandwidth_factor",

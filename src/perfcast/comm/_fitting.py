@@ -4,7 +4,6 @@ the collective validation): pure functions of arrays, no store access."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from perfcast.comm._fits import LinkFit
 from perfcast.errors import InputError
@@ -26,6 +25,8 @@ def fit_link(link_kind: str, n: np.ndarray, m: np.ndarray, time_s: np.ndarray,
     """LinkFit from measured all-reduces (n GPUs, m bytes, seconds): least squares on log time
     (relative error) of t = base + 2(n-1) alpha + traffic / (bandwidth x eta(traffic, n)),
     traffic = 2(n-1)/n m. Exponent bounded to (0.1, 1] so time stays monotone in bytes."""
+    from scipy.optimize import least_squares  # ~0.3 s to import: only when fitting
+
     n, m, t = (np.asarray(a, dtype=float) for a in (n, m, time_s))
     if len(t) < 8 or (n < 2).any() or (t <= 0).any():
         raise InputError("measurements", "need >= 8 all-reduces over >= 2 GPUs with "

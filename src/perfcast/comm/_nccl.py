@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from perfcast.comm._alphabeta import COLLECTIVES, one_shot_times
 from perfcast.comm._fits import LinkFit, shipped_link_fits
@@ -50,6 +49,8 @@ _CODE = {name: i for i, name in enumerate(COLLECTIVES)}
 
 
 def _codes(kind: np.ndarray) -> np.ndarray:
+    import pandas as pd  # imported on first use: most forecasts never price a collective
+
     codes, names = pd.factorize(np.asarray(kind, dtype=object), sort=False)
     lookup = []
     for name in names:

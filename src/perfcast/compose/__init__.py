@@ -1,38 +1,24 @@
 """Kernel times composed into step times and single-request inference forecasts."""
 
-from perfcast.compose._cnn_fusion import fuse_cnn_kernels
-from perfcast.compose._diffusion import (
-    DIFFUSION_DTYPES,
-    DiffusionForecast,
-    forecast_diffusion,
-    vae_dtype,
-)
-from perfcast.compose._host import HOST_PROFILES, host_overhead_s
-from perfcast.compose._inference import InferenceForecast, forecast_inference
-from perfcast.compose._parallel import (
-    DDP_BUCKET_BYTES,
-    ParallelStep,
-    bucketed_reduction,
-    data_parallel_step,
-    group_collective,
-    group_view,
-    pipeline_step,
-    reduction_end,
-)
-from perfcast.compose._rag import RAGForecast, forecast_rag
-from perfcast.compose._serving_step import BatchStats, ServingStepModel
-from perfcast.compose._step import (
-    EAGER_DISPATCH_S,
-    Execution,
-    StepForecast,
-    TieredTimeModel,
-    kernel_sequence,
-    model_tier,
-    step_time,
-    step_times,
-)
-from perfcast.compose._trace import chrome_trace, step_timeline
-from perfcast.compose._training import TRAINING_EXECUTION, training_step, training_step_ops
+from perfcast import _lazy_exports
+
+# Submodule -> the public names it provides, each imported on first use (PEP 562).
+_EXPORTS = {
+    "_cnn_fusion": ("fuse_cnn_kernels",),
+    "_diffusion": ("DIFFUSION_DTYPES", "DiffusionForecast", "forecast_diffusion", "vae_dtype"),
+    "_host": ("HOST_PROFILES", "host_overhead_s"),
+    "_inference": ("InferenceForecast", "forecast_inference"),
+    "_parallel": ("DDP_BUCKET_BYTES", "ParallelStep", "bucketed_reduction",
+        "data_parallel_step", "group_collective", "group_view", "pipeline_step",
+        "reduction_end"),
+    "_rag": ("RAGForecast", "forecast_rag"),
+    "_serving_step": ("BatchStats", "ServingStepModel"),
+    "_step": ("EAGER_DISPATCH_S", "Execution", "StepForecast", "TieredTimeModel",
+        "kernel_sequence", "model_tier", "step_time", "step_times"),
+    "_trace": ("chrome_trace", "step_timeline"),
+    "_training": ("TRAINING_EXECUTION", "training_step", "training_step_ops"),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "BatchStats", "ServingStepModel",

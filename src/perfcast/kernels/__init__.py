@@ -1,55 +1,25 @@
 """Seconds per operator on a device: roofline, wave quantisation and fitted efficiency."""
 
-from perfcast.kernels._calibration import (
-    CROSS_GENERATION,
-    KERNEL_SOURCES,
-    SCHEMA_VERSION,
-    TARGET_MEASURED,
-    UNMODELLED_FAMILIES,
-    Calibration,
-    KernelSource,
-    PhysicsModel,
-    add_target_corrections,
-    calibration_devices,
-    default_time_model,
-    devices_by_family,
-    fit_calibration,
-    kernel_source,
-    measurement_ops,
-    shipped_calibration,
-)
-from perfcast.kernels._learned import (
-    LEARNED,
-    LearnedKernels,
-    LearnedTimeModel,
-    add_learned_targets,
-    fit_learned,
-    kernel_features,
-    learned_time_model,
-    shipped_learned,
-)
-from perfcast.kernels._moe import ExpertLoad, expert_load
-from perfcast.kernels._roofline import (
-    EfficiencyModel,
-    ExecutionTimeModel,
-    NotedTimeModel,
-    RooflineModel,
-    UnitEfficiency,
-    model_notes,
-    peak_flops,
-    roofline_times,
-    thread_blocks,
-    wave_quantization,
-)
-from perfcast.kernels._stack import (
-    KERNEL_FAMILIES,
-    StackTimeModel,
-    family_provenance,
-    source_time_model,
-    stack_families,
-    stack_kernel_model,
-)
-from perfcast.kernels._uncertainty import UNCERTAINTY_TIERS, family_uncertainty, step_interval
+from perfcast import _lazy_exports
+
+# Submodule -> the public names it provides, each imported on first use (PEP 562).
+_EXPORTS = {
+    "_calibration": ("CROSS_GENERATION", "KERNEL_SOURCES", "SCHEMA_VERSION", "TARGET_MEASURED",
+        "UNMODELLED_FAMILIES", "Calibration", "KernelSource", "PhysicsModel",
+        "add_target_corrections", "calibration_devices", "default_time_model",
+        "devices_by_family", "fit_calibration", "kernel_source", "measurement_ops",
+        "shipped_calibration"),
+    "_learned": ("LEARNED", "LearnedKernels", "LearnedTimeModel", "add_learned_targets",
+        "fit_learned", "kernel_features", "learned_time_model", "shipped_learned"),
+    "_moe": ("ExpertLoad", "expert_load"),
+    "_roofline": ("EfficiencyModel", "ExecutionTimeModel", "NotedTimeModel", "RooflineModel",
+        "UnitEfficiency", "model_notes", "peak_flops", "roofline_times", "thread_blocks",
+        "wave_quantization"),
+    "_stack": ("KERNEL_FAMILIES", "StackTimeModel", "family_provenance", "source_time_model",
+        "stack_families", "stack_kernel_model"),
+    "_uncertainty": ("UNCERTAINTY_TIERS", "family_uncertainty", "step_interval"),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "CROSS_GENERATION", "KERNEL_SOURCES", "SCHEMA_VERSION", "TARGET_MEASURED",

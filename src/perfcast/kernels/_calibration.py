@@ -6,6 +6,7 @@ device's own corrections fitted on a sample of its measurements)."""
 
 from __future__ import annotations
 
+import gc
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -434,7 +435,16 @@ def kernel_source(name: str) -> KernelSource:
 @cache
 def _load_shipped(name: str) -> Calibration:
     path = resources.files("perfcast.kernels") / "data" / KERNEL_SOURCES[name].calibration_file
-    return Calibration.from_json(path.read_text())
+    text = path.read_text()
+    # The 15 MB JSON makes ~10^6 dicts and lists, none of them in a cycle: the collections
+    # their allocation would trigger find nothing (~1/3 of the parse time at start-up).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return Calibration.from_json(text)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def shipped_calibration(source: str = "default") -> Calibration:

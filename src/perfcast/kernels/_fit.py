@@ -4,7 +4,6 @@ parameters, or one device's own refit anchored on them (target-measured tier).""
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from perfcast.kernels._physics import FamilyParams, Prepared, evaluate
 
@@ -107,6 +106,8 @@ def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.nd
         if prior_weight:
             fit = np.concatenate([fit, prior_weight * (theta - anchor)])
         return fit
+
+    from scipy.optimize import least_squares  # ~0.3 s to import: only when fitting
 
     sol = least_squares(residual, np.asarray(theta0, dtype=float), bounds=(lower, upper),
                         loss="soft_l1", f_scale=_F_SCALE * float(np.median(w)), max_nfev=400)

@@ -1,23 +1,24 @@
 """Workload phases as operator tables: FLOPs, bytes, shapes and collectives per kernel."""
 
-from perfcast.ops._batch import Batch, attended_keys
-from perfcast.ops._cnn import CNN_MODELS, cnn_ops
-from perfcast.ops._diffusion import unet_ops, weight_params
-from perfcast.ops._diffusion_parts import scheduler_ops, text_encoder_ops, vae_decode_ops
-from perfcast.ops._eager import EAGER_ATTENTION, EAGER_LOGITS, EAGER_MODES, OPTIMIZERS, eager_ops
-from perfcast.ops._eager_batch import eager_batch_ops
-from perfcast.ops._fusion import FUSION_RULES
-from perfcast.ops._memory import (
-    MemoryFootprint,
-    inference_memory,
-    kv_bytes_per_token,
-    state_bytes_per_sequence,
-    weight_bytes_per_gpu,
-)
-from perfcast.ops._retrieval import INDEX_KINDS, VectorIndex, embed_ops, search_ops
-from perfcast.ops._table import COLUMNS, COMM_FAMILIES, FUSED_QUANT, TENSOR_FAMILIES
-from perfcast.ops._training import training_ops
-from perfcast.ops._transformer import layer_name, step_ops
+from perfcast import _lazy_exports
+
+# Submodule -> the public names it provides, each imported on first use (PEP 562).
+_EXPORTS = {
+    "_batch": ("Batch", "attended_keys"),
+    "_cnn": ("CNN_MODELS", "cnn_ops"),
+    "_diffusion": ("unet_ops", "weight_params"),
+    "_diffusion_parts": ("scheduler_ops", "text_encoder_ops", "vae_decode_ops"),
+    "_eager": ("EAGER_ATTENTION", "EAGER_LOGITS", "EAGER_MODES", "OPTIMIZERS", "eager_ops"),
+    "_eager_batch": ("eager_batch_ops",),
+    "_fusion": ("FUSION_RULES",),
+    "_memory": ("MemoryFootprint", "inference_memory", "kv_bytes_per_token",
+        "state_bytes_per_sequence", "weight_bytes_per_gpu"),
+    "_retrieval": ("INDEX_KINDS", "VectorIndex", "embed_ops", "search_ops"),
+    "_table": ("COLUMNS", "COMM_FAMILIES", "FUSED_QUANT", "TENSOR_FAMILIES"),
+    "_training": ("training_ops",),
+    "_transformer": ("layer_name", "step_ops"),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_ATTENTION", "EAGER_LOGITS", "EAGER_MODES",

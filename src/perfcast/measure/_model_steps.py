@@ -609,9 +609,10 @@ def _measurements(plan: ModelStepPlan, steps: tuple[StepMeasurement, ...], torch
         import transformers
         hf = transformers.__version__
     device, host = _host(plan, torch)
-    timing = ("median wall seconds of whole steps after 2 warm-up steps, one torch thread, "
-              "on a quiet machine (reference kernels within 8% of the run's start, thread "
-              "CPU >= 93% of wall)" if plan.device == "cpu" else
+    timing = ("median wall seconds of whole steps after 2 warm-up steps (1 when it takes "
+              "over 0.25 s; none on a retry, the earlier attempt's steps warmed it), one "
+              "torch thread, on a quiet machine (reference kernels within 8% of the run's "
+              "start, thread CPU >= 93% of wall)" if plan.device == "cpu" else
               "median wall seconds of whole steps after 2 warm-up steps, each ended by "
               "torch.cuda.synchronize() (host dispatch and launch included)")
     provenance = {

@@ -227,9 +227,11 @@ def torch_kernel(op: str, shape: Sequence[int], gen: Any, cold_bytes: float = 0.
     e = ELEM_BYTES
     if op == "linear":  # HF Conv1D / nn.Linear with bias: one addmm
         m, n, k = shape
-        x, bias = rand(m, k), rand(n)
-        weights = itertools.cycle([rand(k, n) for _ in range(
-            _weight_copies(e * k * n, cold_bytes))])
+        x, bias, weight = rand(m, k), rand(n), rand(k, n)
+        # copies, not fresh draws: distinct memory is what keeps them out of the cache, and
+        # a copy is a memory-speed pass where a draw took ~10x longer
+        weights = itertools.cycle([weight] + [weight.clone() for _ in range(
+            _weight_copies(e * k * n, cold_bytes) - 1)])
         return (lambda: torch.addmm(bias, x, next(weights))), dict(
             b=1, m=m, n=n, k=k, flops=2.0 * m * n * k, bytes=e * (m * k + k * n + m * n))
     if op == "bmm":  # matmul of [1, b, m, k] x [1, b, k, n]

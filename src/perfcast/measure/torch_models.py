@@ -17,6 +17,7 @@ transformers are not needed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import statistics
 import time
@@ -315,6 +316,7 @@ def gpt2_case(batch: int = 1, seq: int = 128) -> tuple[nn.Module, tuple[torch.Te
 
 UNDISTURBED = 0.93  # thread CPU time / wall time of a forward no other process interrupted
 SLACK = 0.08  # how much slower than its baseline the reference may run on a "quiet" machine
+WARM_S = 0.25  # a call's warm-up ends after this many seconds (at least one call)
 
 
 def _one_thread(fn: Callable[[], object], grad: bool = False) -> object:
@@ -332,15 +334,24 @@ def reference_s() -> tuple[float, float]:
     and of a fixed 96 MiB add (DRAM traffic), timed like the sweep. Another tenant on the
     same core, last-level cache or memory slows these down even when the OS never
     deschedules us (what thread CPU time cannot see)."""
-    gen = torch.Generator().manual_seed(0)
-    x, w = torch.randn(1, 64, 28, 28, generator=gen), torch.randn(64, 64, 3, 3, generator=gen)
-    a, b = torch.randn(128, 768, generator=gen), torch.randn(768, 768, generator=gen)
-    big, out = torch.randn(2, 8 * 2**20, generator=gen), torch.empty(8 * 2**20)
+    x, w, a, b, big, out = _reference_data()
     compute = _one_thread(lambda: time_torch_call(
         lambda: (F.conv2d(x, w, None, 1, 1), torch.mm(a, b)), 7))
     memory = _one_thread(lambda: time_torch_call(  # into a buffer: no page faults timed
         lambda: torch.add(big[0], big[1], out=out), 5))
     return float(compute), float(memory)
+
+
+@functools.cache
+def _reference_data() -> tuple[torch.Tensor, ...]:
+    """The reference kernels' seeded operands, drawn once per process (96 MiB; drawing the
+    big ones took longer than timing them, and a measurement calls the reference before
+    and after every attempt)."""
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(1, 64, 28, 28, generator=gen), torch.randn(64, 64, 3, 3, generator=gen)
+    a, b = torch.randn(128, 768, generator=gen), torch.randn(768, 768, generator=gen)
+    big, out = torch.randn(2, 8 * 2**20, generator=gen), torch.empty(8 * 2**20)
+    return x, w, a, b, big, out
 
 
 def slowdown(now: tuple[float, float], baseline: tuple[float, float]) -> float:
@@ -357,11 +368,17 @@ def forward_times_s(model: nn.Module, inputs: tuple, repeats: int, warmup: int =
 
 def call_times_s(fn: Callable[[], object], repeats: int, warmup: int = 2, grad: bool = False
                  ) -> list[tuple[float, float]]:
-    """(wall, thread CPU) seconds of `repeats` calls of `fn` after `warmup`, on one thread
-    (autograd on with `grad`: a training step's backward runs on the calling thread too)."""
+    """(wall, thread CPU) seconds of `repeats` calls of `fn` after `warmup` calls, on one
+    thread (autograd on with `grad`: a training step's backward runs on the calling thread
+    too). The warm-up stops early once it has run WARM_S: the first call of a slow step
+    (a training step's, which allocates the gradients and the optimizer's state) is all the
+    warming it needs, and another would cost as long as a timed one."""
     def run() -> list[tuple[float, float]]:
+        start = time.perf_counter()
         for _ in range(warmup):
             fn()
+            if time.perf_counter() - start >= WARM_S:
+                break
         samples = []
         for _ in range(repeats):
             cpu, start = time.thread_time(), time.perf_counter()
@@ -386,15 +403,23 @@ def measure_call_s(fn: Callable[[], object], baseline: tuple[float, float], repe
     An attempt counts when the reference (`reference_s`) runs within SLACK of `baseline`
     (its time when the calibration sweep ran) just before and just after the forwards, and
     most calls were not descheduled (thread CPU >= 93% of wall); otherwise wait `wait_s`
-    and retry. After `attempts`, the attempt with the least slowdown stands (`quiet` False)."""
-    tried = []
+    and retry (the calls of an earlier attempt were its warm-up: a retry times at once).
+    After `attempts`, the attempt with the least slowdown stands (`quiet` False)."""
+    tried: list[dict] = []
+    warm = False  # `fn` ran in an earlier attempt
+
+    def wait() -> None:
+        if len(tried) < attempts:  # none after the last attempt
+            time.sleep(wait_s)
+
     for _ in range(attempts):
         before = slowdown(reference_s(), baseline)
         if before > 1 + SLACK:
             tried.append({"slowdown": before, "seconds": None})
-            time.sleep(wait_s)
+            wait()
             continue
-        samples = call_times_s(fn, repeats, grad=grad)
+        samples = call_times_s(fn, repeats, warmup=0 if warm else 2, grad=grad)
+        warm = True
         after = slowdown(reference_s(), baseline)
         clean = [wall for wall, cpu in samples if cpu >= UNDISTURBED * wall]
         walls = clean if len(clean) * 2 > len(samples) else [wall for wall, _ in samples]
@@ -402,7 +427,7 @@ def measure_call_s(fn: Callable[[], object], baseline: tuple[float, float], repe
         if after <= 1 + SLACK and len(clean) * 2 > len(samples):
             return {"seconds": tried[-1]["seconds"], "quiet": True, "attempts": len(tried),
                     "slowdown": round(tried[-1]["slowdown"], 3)}
-        time.sleep(wait_s)
+        wait()
     timed = [t for t in tried if t["seconds"] is not None]
     if not timed:  # never quiet enough to start: time it anyway
         samples = call_times_s(fn, repeats, grad=grad)

@@ -141,11 +141,24 @@ def _run_one(args: tuple[Scenario, Execute]) -> ScenarioResult:
     return run_scenario(*args)
 
 
+def _cost_rank(scenario: Scenario) -> tuple[int, int]:
+    """Pool order: the commands that take seconds per run (an accelerator's mapping
+    search, a capacity search, event-driven serving) first, and more runs before fewer, so
+    that no long scenario starts last while the other workers sit idle."""
+    return _SLOW_COMMANDS.get(scenario.command, len(_SLOW_COMMANDS)), -len(scenario.runs())
+
+
+_SLOW_COMMANDS = {"accel": 0, "capacity": 1, "serve": 2, "infer": 3}
+
+
 def run_suite(scenarios: Iterable[Scenario], execute: Execute = answer, workers: int = 1,
               on_done: Callable[[ScenarioResult], None] | None = None
               ) -> list[ScenarioResult]:
     """Results in the scenarios' order. `exclusive` scenarios (they time this machine) run
-    first, one at a time in this process; with `workers` > 1 the rest share a process pool."""
+    first, one at a time in this process, with nothing of ours beside them: on a small
+    machine a pool worker on the other core (maybe the same physical core) doubles the
+    times they measure. With `workers` > 1 the rest then share a process pool, the slowest
+    commands first."""
     scenarios = list(scenarios)
     done: dict[int, ScenarioResult] = {}
 
@@ -157,7 +170,8 @@ def run_suite(scenarios: Iterable[Scenario], execute: Execute = answer, workers:
     alone = [i for i, s in enumerate(scenarios) if s.exclusive or workers <= 1]
     for i in alone:
         finish(i, run_scenario(scenarios[i], execute))
-    rest = [i for i in range(len(scenarios)) if i not in done]
+    rest = sorted((i for i in range(len(scenarios)) if i not in done),
+                  key=lambda i: _cost_rank(scenarios[i]))
     if rest:
         # spawn, not fork: the caller may be running a progress thread (rich) while we fork
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:

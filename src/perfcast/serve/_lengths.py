@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from perfcast.errors import InputError, close_matches
 
@@ -117,6 +116,8 @@ def load_trace(name: str) -> Trace:
         raise InputError("trace", f"unknown trace {name!r}"
                          + (f"; did you mean {', '.join(close_matches(str(name), TRACES))}?"
                             if close_matches(str(name), TRACES) else ""), TRACES)
+    import pyarrow.parquet as pq  # here: ~25 ms (and ssl) that only a trace needs
+
     with (resources.files("perfcast.serve") / "data" / f"{name}.parquet").open("rb") as f:
         table = pq.read_table(f, use_threads=False)  # no pool left running at exit
     return _check_lengths(name, table.to_pandas())

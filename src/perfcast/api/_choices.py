@@ -8,6 +8,7 @@ GPU) are chosen here, once.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,21 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
     return model, info
 
 
+def _load_calibration(path: str) -> Calibration:
+    """`Calibration.load`, remembered per version of the file (its path, size and
+    modification time): a host-speed fit forecasts dozens of steps with one file."""
+    try:
+        st = Path(path).stat()
+    except OSError:  # Calibration.load says what is wrong with the path
+        return Calibration.load(path)
+    return _load_version(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _load_version(path: str, size: int, mtime_ns: int) -> Calibration:
+    return Calibration.load(path)
+
+
 def user_calibration(path: str, device: Device | None, stack: str | None = None,
                      allow_mismatch: bool = False) -> Calibration:
     """A user's calibration for the device (and stack) forecast. Its per-device corrections
@@ -241,7 +257,7 @@ def user_calibration(path: str, device: Device | None, stack: str | None = None,
     its corrections as the forecast device's. A file recording another stack than the
     forecast's is refused the same way. The user's families are recorded in provenance
     (`merged.user_families`), so a merged calibration still says which are the user's."""
-    own = Calibration.load(path)
+    own = _load_calibration(path)
     cal_stack = own.provenance.get("stack")
     if stack is not None and cal_stack is not None and cal_stack != stack \
             and not allow_mismatch:

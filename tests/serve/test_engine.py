@@ -72,6 +72,19 @@ def test_same_seed_gives_bit_identical_results(real_step_model):
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_keeping_a_timeline_changes_no_metric(fake_step_model, scheduler):
+    """Runs are logged in plain Python without a timeline and with numpy arrays with one:
+    the same KV utilisation and fragmentation (to rounding), the same everything else."""
+    config = ServeConfig(**BASE, scheduler=scheduler, gpu_memory_utilization=0.25)
+    w = small_workload(n=60, qps=20.0, prompt=(300, 1500), output=(50, 800))
+    plain, kept = (simulate(config, w, step_model=fake_step_model, timeline=t).summary()
+                   for t in (False, True))
+    for key in ("kv_utilisation_mean", "kv_fragmentation_mean"):
+        assert kept.pop(key) == pytest.approx(plain.pop(key), rel=1e-12)
+    assert kept == plain
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_runs_of_decode_steps_match_one_event_per_step(real_step_model, monkeypatch, scheduler):
     config = ServeConfig(**BASE, scheduler=scheduler, max_batch_tokens=4096
                          if scheduler != "sarathi" else None, gpu_memory_utilization=0.25)

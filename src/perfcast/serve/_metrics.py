@@ -113,15 +113,6 @@ class StepLog:
         if self.timeline is not None:
             self.timeline.append((start_s, duration_s, batch, tokens, util))
 
-    def add_one(self, duration_s: float, util: float, fill: float) -> None:
-        """One step without a timeline (the scalar fast path of `add`)."""
-        self.steps += 1
-        self.busy_s += duration_s
-        self.util_area += util * duration_s
-        if util > 0:
-            self.frag_area += (1.0 - fill) * duration_s
-            self.frag_s += duration_s
-
     def frame(self) -> pd.DataFrame:
         rows = self.timeline or []
         cols = [np.concatenate([np.broadcast_to(r[i], r[0].shape) for r in rows])

@@ -15,6 +15,7 @@ from collections import deque
 
 import numpy as np
 
+from perfcast.errors import InputError
 from perfcast.serve._kv import KVCache
 
 __all__ = ["Replica", "Requests"]
@@ -31,8 +32,8 @@ class Requests:
                  prefix_tokens=None, preloaded_tokens=None):
         n = len(prompt_tokens)
         self.arrival_s = _floats(arrival_s)
-        self.prompt = _ints(prompt_tokens)
-        self.output = _ints(output_tokens)
+        self.prompt = _ints(prompt_tokens, "prompt_tokens")
+        self.output = _ints(output_tokens, "output_tokens")
         self.replica = _filled("i", -1, n)
         self.computed = _filled("i", 0, n)  # tokens whose KV is cached (off the decode set)
         self.generated = _filled("i", 0, n)
@@ -45,13 +46,15 @@ class Requests:
         self.restarts = _filled("i", 0, n)
         self.completions = 0
         # prefix caching: content group and shared leading tokens, cached blocks referenced
-        self.group = _filled("i", -1, n) if prefix_group is None else _ints(prefix_group)
-        self.shared = _filled("i", 0, n) if prefix_tokens is None else _ints(prefix_tokens)
+        self.group = _filled("i", -1, n) if prefix_group is None else \
+            _ints(prefix_group, "prefix_group")
+        self.shared = _filled("i", 0, n) if prefix_tokens is None else \
+            _ints(prefix_tokens, "prefix_tokens")
         self.cached_blocks = _filled("i", 0, n)
         self.prefix_hit = _filled("i", 0, n)  # prompt tokens found cached, over admissions
         # KV that arrives with the request (disaggregated decode pool), until first admitted
         self.preloaded = _filled("i", 0, n) if preloaded_tokens is None else \
-            _ints(preloaded_tokens)
+            _ints(preloaded_tokens, "preloaded_tokens")
 
     def __len__(self) -> int:
         return len(self.prompt)
@@ -73,11 +76,11 @@ def _floats(values) -> array:
     return array("d", np.asarray(values, dtype=np.float64).tobytes())
 
 
-def _ints(values) -> array:
+def _ints(values, name: str) -> array:
     """Token counts and ids as int32 (refused, not wrapped, beyond its range)."""
     a = np.asarray(values)
     if len(a) and (a.min() < -2**31 or a.max() >= 2**31):
-        raise OverflowError("a per-request value does not fit in 32 bits")
+        raise InputError(name, f"{a.max()} does not fit a 32-bit count", "< 2^31")
     return array("i", a.astype(np.int32).tobytes())
 
 

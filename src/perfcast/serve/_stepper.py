@@ -319,7 +319,7 @@ class Stepper:
         spec = gained is not None
         total = 0
         busy, util_area, frag_area, frag_s = log.busy_s, log.util_area, log.frag_area, \
-            log.frag_s  # StepLog.add_one per step, inlined (the same sums in the same order)
+            log.frag_s  # summed step by step, as StepLog.add's totals
         for j, d in enumerate(step.durations[:k]):
             d = float(d)
             used = used0 - last + (growth[j - 1] if j and growth is not None else 0)

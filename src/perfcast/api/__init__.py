@@ -60,33 +60,5 @@ def __getattr__(name: str):
         all_commands()
     return _load(name)
 
-__all__ = [
-    "COMMANDS", "Command", "Group", "Hardware", "InferEngine", "InferPlan", "InferRequest",
-    "InferResult", "InferWorkload", "KernelChoice", "ModelChoice", "PrecisionChoice", "Request",
-    "EngineStackChoice", "StackChoice", "default_stack",
-    "ResolvedInfer", "Result", "ServingPrecision", "command_for", "dump_request",
-    "kernel_model", "load_request", "machines_for", "request_from_options", "resolve", "run",
-    "run_options",
-    "ResolvedStep", "StepEngine", "StepHardware", "StepOutputs", "StepPlan", "StepPrecision",
-    "StepRequest", "StepResult", "StepWorkload",
-    "AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest", "AccelWorkload",
-    "CollectiveHardware", "CollectiveRequest", "CollectiveResult", "CpuMeasurement",
-    "SelfCheckOutputs", "SelfCheckRequest", "SelfCheckResult", "SelfCheckWorkload",
-    "CpuRequest", "CpuResult", "CpuWorkload", "DiffusionImage", "DiffusionRequest",
-    "DiffusionResult", "DiffusionSampler", "RagEngine", "RagIndex", "RagModels", "RagPlan",
-    "RagRequest", "RagResult", "RagWorkload", "ResolvedAccel", "ResolvedCollective",
-    "ResolvedCpu", "ResolvedDiffusion", "ResolvedRag",
-    "CapacityCandidates", "CapacityProbes", "CapacityRequest", "CapacityResult",
-    "CapacityTarget", "Colocation", "Disaggregation", "Parallelism", "ResolvedCapacity",
-    "ResolvedServe", "ServeDeployment", "ServeEngine", "ServeModel", "ServeOutputs",
-    "ServeQuantisation", "PoolLayout", "QUANT_SCHEMES",
-    "ServeRequest", "ServeResult", "ServeSlos", "ServeWorkload", "SpeculativeDecoding",
-    "CNNTrainResult", "PlanSearch", "RLHFOptions", "RLHFResult", "ResolvedCNNTrain",
-    "ResolvedRLHF", "ResolvedTrain", "ResolvedTrainSweep", "TrainKernels", "TrainOutputs",
-    "TrainPlan", "TrainRecipe", "TrainRequest", "TrainResult", "TrainSweepResult",
-    "TrainWorkload",
-    "CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
-    "MeasureModel", "MeasureOutputs", "MeasureRequest", "MeasureResult", "MeasureSweep",
-    "MeasureTarget",
-    "ResolvedCalibrate", "ResolvedMeasure",
-]
+
+__all__ = [name for names in _EXPORTS.values() for name in names]  # pinned: tests

@@ -21,18 +21,4 @@ _EXPORTS = {
 }
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
-__all__ = [
-    "CROSS_GENERATION", "KERNEL_SOURCES", "SCHEMA_VERSION", "TARGET_MEASURED",
-    "UNCERTAINTY_TIERS", "KernelSource", "calibration_devices", "devices_by_family",
-    "kernel_source",
-    "UNMODELLED_FAMILIES", "Calibration", "ExpertLoad", "expert_load", "family_uncertainty",
-    "step_interval", "EfficiencyModel",
-    "ExecutionTimeModel", "PhysicsModel", "RooflineModel", "UnitEfficiency",
-    "add_target_corrections", "default_time_model", "fit_calibration", "measurement_ops",
-    "peak_flops",
-    "roofline_times", "shipped_calibration", "thread_blocks", "wave_quantization",
-    "KERNEL_FAMILIES", "StackTimeModel", "family_provenance", "source_time_model",
-    "stack_families", "stack_kernel_model", "NotedTimeModel", "model_notes",
-    "LEARNED", "LearnedKernels", "LearnedTimeModel", "add_learned_targets", "fit_learned",
-    "kernel_features", "learned_time_model", "shipped_learned",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]  # pinned: tests

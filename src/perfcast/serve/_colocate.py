@@ -47,6 +47,14 @@ class _View:
         return len(self.shared)
 
 
+def _run_shared(shared: EventQueue) -> None:
+    """Events of several simulations on one queue, in time order, each handled by the
+    simulation that pushed it (through its `_View`)."""
+    while len(shared):
+        t, kind, (sim, payload) = shared.pop()
+        sim.handle(t, kind, payload)
+
+
 class _TimeSlicedGPU:
     """Who runs a step now, and who waits (first come, first served)."""
 
@@ -134,7 +142,5 @@ def simulate_colocated(configs: list[ServeConfig], workloads: list, *,
         sims.append(sim)
     for sim in sims:
         sim.begin()
-    while len(shared):
-        t, kind, (sim, payload) = shared.pop()
-        sim.handle(t, kind, payload)
+    _run_shared(shared)
     return [sim.result() for sim in sims]

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from perfcast.errors import InputError
 from perfcast.ops import kv_bytes_per_token, state_bytes_per_sequence
 from perfcast.progress import current as current_progress
-from perfcast.serve._colocate import _View
+from perfcast.serve._colocate import _run_shared, _View
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._engine import (
     ARRIVAL,
@@ -305,10 +305,7 @@ class _Loop:
         progress reported as `simulate` reports it (every REPORT_EVERY completions)."""
         for rid in range(min(self.conc, len(self.prompt))):
             self.pre.send(rid, 0.0)
-        q = self.queue
-        while len(q):
-            t, kind, (sim, payload) = q.pop()
-            sim.handle(t, kind, payload)
+        _run_shared(self.queue)
         if self.report is not None:
             self.report(self.completed, len(self.prompt))
 

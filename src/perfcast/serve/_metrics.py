@@ -57,7 +57,7 @@ class WeightedHistogram:
         else:
             weights = np.concatenate([np.ones(len(self.single)), *(
                 np.broadcast_to(np.asarray(w, dtype=float), (len(v),)) for v, w in runs)])
-        self.single.clear()  # in place: StepLog.itl_single is this list
+        self.single.clear()
         runs.clear()
         self.buffered = 0
         keys = values.view(np.int64) >> (52 - BIN_BITS)  # monotone in a value >= 0
@@ -87,18 +87,16 @@ def _fold(keys: np.ndarray, sums: np.ndarray,
 
 class StepLog:
     """Accumulators of one replica: busy time, time-weighted KV utilisation and
-    fragmentation, inter-token gaps (`itl`, a histogram; `itl_single` buffers gaps of weight
-    one, appended in the hot loop), optional timeline."""
+    fragmentation, inter-token gaps (`itl`, a histogram), optional timeline."""
 
-    __slots__ = ("busy_s", "steps", "util_area", "frag_area", "frag_s", "itl", "itl_single",
-                 "timeline", "spec_steps", "spec_tokens")
+    __slots__ = ("busy_s", "steps", "util_area", "frag_area", "frag_s", "itl", "timeline",
+                 "spec_steps", "spec_tokens")
 
     def __init__(self, timeline: bool):
         self.busy_s = self.util_area = self.frag_area = self.frag_s = 0.0
         self.steps = self.spec_steps = 0
         self.spec_tokens = 0.0  # tokens per member gained over the speculative steps
         self.itl = WeightedHistogram()
-        self.itl_single = self.itl.single
         self.timeline: list[tuple] | None = [] if timeline else None
 
     def add(self, start_s, duration_s, util, fill, batch: int, tokens) -> None:

@@ -242,7 +242,7 @@ class Stepper:
                 if self.output_lag:
                     rep.unreported.append(rid)
             else:  # a restarted request's next token
-                self.logs[rep.index].itl_single.append(end - req.last_token_s[rid])
+                self.logs[rep.index].itl.single.append(end - req.last_token_s[rid])
             req.last_token_s[rid] = end
             del rep.prefilling[rid]
             rep.prefill_kv_tokens -= c
@@ -263,7 +263,7 @@ class Stepper:
             return
         log, first_end = self.logs[rep.index], float(step.ends[0])
         pending = rep.pending_gaps
-        log.itl_single.extend(first_end - t for t in pending)
+        log.itl.single.extend(first_end - t for t in pending)
         if step.n > len(pending):
             log.itl.add(np.array([first_end - rep.last_decode_end_s]), step.n - len(pending))
         if step.k > 1:

@@ -1,5 +1,5 @@
 """Speed of the accelerator mapper (scenario X6): `pytest benchmarks/bench_accel.py
---benchmark-only` (given by path: the file name keeps it out of the default collection).
+--benchmark-only -n 0` (given by path: the file name keeps it out of the default collection).
 
 Target: every ResNet-50 layer (53 convs + fc; 24 distinct shapes, each searched once) mapped
 onto the Eyeriss-like 168-PE design for minimum EDP in < 30 s on one core. Measured on the

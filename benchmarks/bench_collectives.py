@@ -1,4 +1,4 @@
-"""Speed of the collective model: `pytest benchmarks/bench_collectives.py --benchmark-only`
+"""Speed of the collective model: `pytest benchmarks/bench_collectives.py --benchmark-only -n 0`
 (given by path: the file name keeps it out of the default collection).
 
 Target: 10^5 mixed collective rows (all six kinds, groups 2..16,384 over a multi-node

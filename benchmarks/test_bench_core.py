@@ -1,4 +1,4 @@
-"""Speed of the hot paths. Run: `pytest benchmarks --benchmark-only` (not part of `pytest`).
+"""Speed of the hot paths. Run: `pytest benchmarks --benchmark-only -n 0` (not part of `pytest`).
 
 Targets (DESIGN.md "Fast"): pricing 10^6 op rows with the roofline well under a second; one
 single-request forecast in tens of milliseconds (roofline) — the calibrated model is slower

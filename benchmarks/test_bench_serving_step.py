@@ -1,5 +1,5 @@
 """Speed of the serving step model, the simulator's hot path. Run:
-`pytest benchmarks/test_bench_serving_step.py --benchmark-only`.
+`pytest benchmarks/test_bench_serving_step.py --benchmark-only -n 0`.
 
 Targets: 10^6 vectorised step queries well under 1 s; one `step_time_s` under 20 us; both
 against direct pricing (step_time of step_ops), reported as a ratio in extra_info.

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 # LightGBM's OpenMP threads (the learned kernel model's fits) spin while waiting; on a shared
 # two-core runner with pytest's other work that stalls a fit by orders of magnitude. Passive
@@ -15,6 +16,27 @@ from perfcast.specs import cluster_for, get_device, get_model  # noqa: E402
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("PERFCAST_HYPOTHESIS", "ci"))
+
+
+# pytest runs on every core (pytest-xdist, `-n auto` in pyproject.toml). Each test file is one
+# unit of work, so a module's fixtures (the accuracy checks' fits) are computed once; the files
+# that time this CPU against a threshold (marker `cpu_timing`) share one unit, so they never
+# time each other; the slow folders are queued first, so no worker is left with a long tail.
+SLOW_FIRST = ("validate", "suite")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    root = Path(__file__).parent
+
+    def folder(item) -> str:
+        return item.path.relative_to(root).parts[0]
+
+    items.sort(key=lambda item: folder(item) not in SLOW_FIRST)  # stable: file order kept
+    for item in items:
+        group = ("cpu-timing" if item.get_closest_marker("cpu_timing")
+                 else str(item.path.relative_to(root)))
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from perfcast.cli import app
 
+pytestmark = pytest.mark.cpu_timing  # one worker runs such files in turn (tests/conftest.py)
+
 runner = CliRunner()
 
 

@@ -21,7 +21,7 @@ from perfcast.compose._context_parallel import (
     ring_prefill,
 )
 from perfcast.compose._host import host_overhead_s
-from perfcast.compose._step import Execution, StepForecast, step_time
+from perfcast.compose._step import Execution, StepForecast, step_times
 from perfcast.compose._vision import vision_step, with_vision_weights
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, default_time_model
@@ -202,13 +202,14 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
 
     batch_ops = batch_ops or (lambda b: step_ops(model, b, precision, plan))
 
-    def price(b: Batch, more_host_s: float = 0.0) -> StepForecast:
-        return step_time(batch_ops(b), cluster, execution,
-                         host_overhead_s(host, batch, plan.tp) + step_host_s + more_host_s,
-                         time_model, comm_model, dispatch_s, host_spread=host_spread)
+    def price_all(batches: list[Batch], more_host_s: float = 0.0) -> list[StepForecast]:
+        """Steps priced together: one kernel-model call for all of them (step_times)."""
+        return step_times([batch_ops(b) for b in batches], cluster, execution,
+                          host_overhead_s(host, batch, plan.tp) + step_host_s + more_host_s,
+                          time_model, comm_model, dispatch_s, host_spread=host_spread)
 
-    def price_decode(b: Batch) -> StepForecast:
-        return price(b, decode_host_s)
+    def price(b: Batch) -> StepForecast:
+        return price_all([b])[0]
 
     vision = (vision_step(model, batch * images, precision, plan, cluster, execution,
                           time_model, comm_model) if images else None)
@@ -221,8 +222,8 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
         contexts = np.arange(first, first + steps)
         samples = np.unique(np.linspace(contexts[0], contexts[-1], DECODE_SAMPLES).round())
         enc = prompt if model.kind == "encoder-decoder" else 0
-        priced = [_decode(price_decode, model, cluster, precision, plan, comm, batch, int(c),
-                          enc, time_model) for c in samples]
+        priced = _decodes(price_all, decode_host_s, model, cluster, precision, plan, comm,
+                          batch, [int(c) for c in samples], enc, time_model)
         decode_total = float(np.interp(contexts, samples, [p.time_s for p in priced]).sum())
         decode = priced[len(priced) // 2]
     ttft = prefill.time_s + (vision.time_s if vision is not None else 0.0)
@@ -235,15 +236,18 @@ def forecast_inference(model: ModelSpec, cluster: Cluster, *, batch: int = 1,
         context_parallel=_cp_cost(plan, prompt, ring, decode))
 
 
-def _decode(price, model: ModelSpec, cluster: Cluster, precision: Precision,
-            plan: ParallelPlan, comm: CollectiveModel, batch: int, context: int, enc: int,
-            time_model: ExecutionTimeModel) -> StepForecast:
-    """One decode step at `context` tokens (with CP: over this rank's shard, plus the merge
-    of the ranks' partial attention)."""
+def _decodes(price_all, host_s: float, model: ModelSpec, cluster: Cluster,
+             precision: Precision, plan: ParallelPlan, comm: CollectiveModel, batch: int,
+             contexts: list[int], enc: int, time_model: ExecutionTimeModel
+             ) -> list[StepForecast]:
+    """One decode step at each of `contexts` tokens, priced together (with CP: each over this
+    rank's shard, plus the merge of the ranks' partial attention)."""
     if plan.cp == 1:
-        return price(Batch.decode(batch, context, enc))
-    step = price(Batch.decode(batch, cp_decode_context(context, plan.cp), enc))
-    return decode_combine(step, model, precision, plan, cluster, comm, batch, time_model)
+        return price_all([Batch.decode(batch, c, enc) for c in contexts], host_s)
+    steps = price_all([Batch.decode(batch, cp_decode_context(c, plan.cp), enc)
+                       for c in contexts], host_s)
+    return [decode_combine(step, model, precision, plan, cluster, comm, batch, time_model)
+            for step in steps]
 
 
 def _cp_cost(plan: ParallelPlan, prompt: int, ring: dict,

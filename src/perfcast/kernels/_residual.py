@@ -170,23 +170,29 @@ class NeighbourResidual:
     sampled shapes of the same kernel variant in log2 (b·m, n, k) — the target-measured tier's
     last correction. Points far from every sample fade back to no correction."""
 
-    points: dict[str, list[list[float]]]  # variant -> [log2 b·m, log2 n, log2 k, log residual]
+    # variant -> rows of [log2 b·m, log2 n, log2 k, log residual]: numpy arrays (a shipped
+    # calibration holds ~8·10^4 rows: as nested lists of floats they took ~16 MB)
+    points: dict[str, np.ndarray]
     neighbours: int = 6
     prior_distance: float = 3.0  # a zero-residual pseudo-neighbour at this distance
     _trees: dict = field(default_factory=dict, repr=False, compare=False)  # built on first use
+
+    def __post_init__(self) -> None:
+        self.points = {k: np.asarray(v, dtype=float).reshape(-1, 4)
+                       for k, v in self.points.items()}
 
     @classmethod
     def fit(cls, ops: pd.DataFrame, keys: np.ndarray, log_residual: np.ndarray,
             max_points: int = 4000, seed: int = 0) -> NeighbourResidual:
         coords = _log_shape(ops)
         pts = np.column_stack([coords, np.asarray(log_residual, dtype=float)])
-        out: dict[str, list[list[float]]] = {}
+        out: dict[str, np.ndarray] = {}
         for key in sorted(set(keys)):
             own = pts[keys == key]
             if len(own) > max_points:
                 keep = np.random.default_rng(seed).choice(len(own), max_points, replace=False)
                 own = own[np.sort(keep)]
-            out[str(key)] = np.round(own, 5).tolist()
+            out[str(key)] = np.round(own, 5)
         return cls(points=out)
 
     def correction(self, ops: pd.DataFrame, keys: np.ndarray) -> np.ndarray:
@@ -195,10 +201,12 @@ class NeighbourResidual:
         out = np.zeros(len(ops))
         coords = _log_shape(ops)
         for key in set(keys):
-            if not self.points.get(key):
+            pts = self.points.get(key)
+            if pts is None or not len(pts):
                 continue
-            pts, tree = self._trees.get(key) or self._trees.setdefault(
-                key, (pts := np.asarray(self.points[key], dtype=float), cKDTree(pts[:, :3])))
+            if key not in self._trees:
+                self._trees[key] = cKDTree(pts[:, :3])
+            tree = self._trees[key]
             sel = keys == key
             k = min(self.neighbours, len(pts))
             dist, idx = tree.query(coords[sel], k=k)
@@ -208,9 +216,12 @@ class NeighbourResidual:
             out[sel] = (w * pts[idx, 3]).sum(axis=1) / (w.sum(axis=1) + prior)
         return out
 
+    def __eq__(self, other: object) -> bool:  # arrays compare elementwise: compare values
+        return isinstance(other, NeighbourResidual) and self.to_dict() == other.to_dict()
+
     def to_dict(self) -> dict:
-        return {"points": self.points, "neighbours": self.neighbours,
-                "prior_distance": self.prior_distance}
+        return {"points": {k: v.tolist() for k, v in self.points.items()},
+                "neighbours": self.neighbours, "prior_distance": self.prior_distance}
 
     @classmethod
     def from_dict(cls, data: dict) -> NeighbourResidual:

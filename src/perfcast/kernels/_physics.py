@@ -34,6 +34,7 @@ routing/permute/finalize cost of the MoE kernel variant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -85,15 +86,23 @@ class FamilyParams:
 
     def fixed_for(self, variant: np.ndarray, dtype_class: np.ndarray) -> np.ndarray:
         """Fixed seconds per row: the variant's own, else its dtype class's, else default."""
+        return self.fixed_at(*_pair_codes(variant, dtype_class))
+
+    def fixed_at(self, codes: np.ndarray, pairs: list[tuple]) -> np.ndarray:
+        """`fixed_for` of rows given as codes into their distinct (variant, class) pairs."""
         table = self.fixed_s
         default = table.get("default", min(table.values()))
-        codes, uniques = _pair_codes(variant, dtype_class)
-        values = np.array([table.get(v, table.get(c, default)) for v, c in uniques])
+        values = np.array([table.get(v, table.get(c, default)) for v, c in pairs])
         return values[codes] if len(codes) else np.zeros(0)
 
     def launch_for(self, timing: np.ndarray) -> np.ndarray:
+        return self.launch_at(*_codes(timing))
+
+    def launch_at(self, codes: np.ndarray, timings: list[str]) -> np.ndarray:
+        """Launch seconds of rows given as codes into their distinct timings."""
         worst = max(self.launch_s.values())
-        return _per_unique(timing, lambda t: self.launch_s.get(t, worst)).astype(float)
+        values = np.array([self.launch_s.get(t, worst) for t in timings], dtype=float)
+        return values[codes] if len(codes) else np.zeros(0)
 
 
 def _dtype_class(dtype: str) -> str:
@@ -105,6 +114,12 @@ def _per_unique(values: np.ndarray, fn) -> np.ndarray:
     codes, uniques = pd.factorize(np.asarray(values, dtype=object))
     mapped = np.array([fn(u) for u in uniques], dtype=object)
     return mapped[codes] if len(codes) else np.zeros(0, dtype=object)
+
+
+def _codes(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """Codes of distinct values and the values themselves."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    return codes, list(uniques)
 
 
 def _pair_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
@@ -143,6 +158,17 @@ class Prepared:
     fixed_class: np.ndarray  # dtype class for the fixed-cost fallback
     timing: np.ndarray
     regime: np.ndarray  # device-normalised shape coordinates (see regime_coords)
+
+    # Factorised once per Prepared, not at each of a fit's thousands of evaluations.
+    @cached_property
+    def fixed_keys(self) -> tuple[np.ndarray, list[tuple]]:
+        """Codes of the rows' distinct (fixed_variant, fixed_class) pairs, and the pairs."""
+        return _pair_codes(self.fixed_variant, self.fixed_class)
+
+    @cached_property
+    def timing_keys(self) -> tuple[np.ndarray, list]:
+        """Codes of the rows' distinct timings, and the timings."""
+        return _codes(self.timing)
 
 
 def prepare(ops: pd.DataFrame, device: Device, timing: np.ndarray) -> Prepared:
@@ -293,6 +319,6 @@ def evaluate(params: FamilyParams, prep: Prepared,
     q = params.smoothness
     top = np.maximum(np.maximum(np.maximum(t_c, t_m), t_b), 1e-300)
     busy = top * ((t_c / top) ** q + (t_m / top) ** q + (t_b / top) ** q) ** (1.0 / q)
-    fixed = params.fixed_for(prep.fixed_variant, prep.fixed_class)
-    launch = params.launch_for(prep.timing)
+    fixed = params.fixed_at(*prep.fixed_keys)
+    launch = params.launch_at(*prep.timing_keys)
     return fixed + launch + prep.t_quant / eta_m + busy

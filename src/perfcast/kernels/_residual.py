@@ -44,12 +44,6 @@ def regime_bins(regime: np.ndarray, per_unit: float = 2.0) -> np.ndarray:
     return np.clip(np.floor(regime * per_unit), -60, 60).astype(int)
 
 
-def _lookup(keys: np.ndarray, table: dict[str, float]) -> np.ndarray:
-    """table[key] per key, 0 where absent (a plain dict lookup: cheap for the few rows of a
-    forecast, fine for the many of a fit)."""
-    return np.fromiter((table.get(k, 0.0) for k in keys), dtype=float, count=len(keys))
-
-
 _BIN_OFFSET, _BIN_BITS, _VARIANT_SHIFT = 60, 7, 28  # bins in [-60, 60] -> 7 bits, 4 dims
 
 
@@ -91,15 +85,23 @@ class ResidualGrid:
         """Means per cell, each level fitted on what the coarser levels leave unexplained."""
         grid = cls(shrink_rows=shrink_rows)
         remaining = np.asarray(log_residual, dtype=float).copy()
+        variants = np.asarray(variants, dtype=object)
+        variant_bits = pd.factorize(variants)[0].astype(np.int64) << _VARIANT_SHIFT
         for level in _LEVELS:
-            keys = _keys(bins, variants, level)
-            frame = pd.DataFrame({"key": keys, "r": remaining})
-            stats = frame.groupby("key")["r"].agg(["sum", "count"])
-            stats = stats[stats["count"] >= min_rows]
-            table = (stats["sum"] / (stats["count"] + shrink_rows)).round(6)
-            name = _level_name(level)
-            grid.cells[name] = {k: float(v) for k, v in sorted(table.items())}
-            remaining -= _lookup(keys, grid.cells[name])
+            # cells grouped as packed integers (bins within +-60: regime_bins), named as
+            # strings only for the cells kept; pandas sums each cell as before (Kahan)
+            packed = _pack(bins, level[1]) | (variant_bits if level[0] == "variant" else 0)
+            _, first, cell = np.unique(packed, return_index=True, return_inverse=True)
+            stats = pd.Series(remaining).groupby(cell).agg(["sum", "count"])
+            counts = stats["count"].to_numpy()
+            keep = counts >= min_rows
+            means = (stats["sum"].to_numpy()[keep] / (counts[keep] + shrink_rows)).round(6)
+            keys = _keys(bins[first[keep]], variants[first[keep]], level)
+            grid.cells[_level_name(level)] = {k: float(v) for k, v in
+                                              sorted(zip(keys, means, strict=True))}
+            per_cell = np.zeros(len(counts))
+            per_cell[keep] = means
+            remaining -= per_cell[cell]
         return grid
 
     def correction(self, bins: np.ndarray, variants: np.ndarray) -> np.ndarray:

@@ -3,6 +3,8 @@ parameters, or one device's own refit anchored on them (target-measured tier).""
 
 from __future__ import annotations
 
+import statistics
+
 import numpy as np
 
 from perfcast.kernels._physics import FamilyParams, Prepared, evaluate
@@ -39,7 +41,7 @@ def _unpack(theta: np.ndarray, family: str, classes: list[str], timings: list[st
     block_time = float(np.exp(next(it)))
     fixed = {c: float(np.exp(next(it))) for c in classes}
     fixed.update(_class_medians(fixed))
-    fixed["default"] = float(np.median([v for k, v in fixed.items() if "/" in k]))
+    fixed["default"] = float(statistics.median([v for k, v in fixed.items() if "/" in k]))
     launch = {**dict.fromkeys(NO_LAUNCH_TIMINGS, 0.0),
               **{t: float(np.exp(next(it))) for t in timings}}
     q = 1.0 + float(np.exp(next(it)))
@@ -59,7 +61,7 @@ def _class_medians(fixed: dict[str, float]) -> dict[str, float]:
     by_class: dict[str, list[float]] = {}
     for key, value in fixed.items():
         by_class.setdefault(_dtype_class(key.rsplit("/", 1)[-1]), []).append(value)
-    return {c: float(np.median(v)) for c, v in by_class.items()}
+    return {c: float(statistics.median(v)) for c, v in by_class.items()}
 
 
 def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.ndarray,

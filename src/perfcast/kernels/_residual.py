@@ -92,10 +92,10 @@ class ResidualGrid:
             # strings only for the cells kept; pandas sums each cell as before (Kahan)
             packed = _pack(bins, level[1]) | (variant_bits if level[0] == "variant" else 0)
             _, first, cell = np.unique(packed, return_index=True, return_inverse=True)
-            stats = pd.Series(remaining).groupby(cell).agg(["sum", "count"])
-            counts = stats["count"].to_numpy()
+            sums = pd.Series(remaining).groupby(cell).sum().to_numpy()
+            counts = np.bincount(cell[~np.isnan(remaining)], minlength=len(first))
             keep = counts >= min_rows
-            means = (stats["sum"].to_numpy()[keep] / (counts[keep] + shrink_rows)).round(6)
+            means = (sums[keep] / (counts[keep] + shrink_rows)).round(6)
             keys = _keys(bins[first[keep]], variants[first[keep]], level)
             grid.cells[_level_name(level)] = {k: float(v) for k, v in
                                               sorted(zip(keys, means, strict=True))}

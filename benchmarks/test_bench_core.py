@@ -44,13 +44,20 @@ def test_single_request_forecast(benchmark):
     benchmark(forecast_inference, model, box, prompt_tokens=512, output_tokens=128)
 
 
-def test_price_one_million_ops_calibrated(benchmark, million_ops):
+@pytest.mark.parametrize("table", ["million_model_rows", "million_ops"])
+def test_price_one_million_ops_calibrated(benchmark, table, request):
+    """Issue 18's 10^6 rows <= 1 s through the default (physical) model: met on real op tables,
+    whose repeated kernels are priced once each (3.4 -> 0.47 s, 2026-11-27); every row
+    distinct (million_ops) still takes ~3.5 s."""
     from perfcast.kernels import PhysicsModel, shipped_calibration
 
+    ops = request.getfixturevalue(table)
     model = PhysicsModel(shipped_calibration())
     device = get_device("h100-sxm")
-    times = benchmark.pedantic(model.kernel_times, args=(million_ops, device), rounds=3)
+    times = benchmark.pedantic(model.kernel_times, args=(ops, device), rounds=3)
     assert len(times) == 1_000_000
+    if benchmark.stats is not None and table == "million_model_rows":
+        assert benchmark.stats["mean"] < 1.0
 
 
 def test_single_request_forecast_calibrated(benchmark):

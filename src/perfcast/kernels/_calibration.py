@@ -333,10 +333,19 @@ class PhysicsModel:
 
     def kernel_times(self, ops: pd.DataFrame, device: Device,
                      timing: np.ndarray | None = None) -> np.ndarray:
-        timing = np.full(len(ops), "cuda_graph", dtype=object) if timing is None else timing
+        timing = (np.full(len(ops), "cuda_graph", dtype=object) if timing is None
+                  else np.asarray(timing, dtype=object))
         # plain numpy-backed columns (text kept as object arrays, not re-inferred as arrow
         # strings): row selection per group stays a cheap take and string tests stay cheap
         ops = _numpy_frame(ops)
+        rows, first = _distinct_rows(ops, timing)
+        if len(first) < len(ops):  # a row's time is a function of its row: each priced once
+            return self._times(ops.take(first).reset_index(drop=True), device,
+                               timing[first])[rows]
+        return self._times(ops, device, timing)
+
+    def _times(self, ops: pd.DataFrame, device: Device, timing: np.ndarray) -> np.ndarray:
+        """kernel_times of a numpy-backed op table (_numpy_frame)."""
         out = roofline_times(ops, device, waves=False)
         groups = _groups(ops["family"].to_numpy(), ops["dtype"].to_numpy())
         own = self.calibration.devices.get(device.name, {})
@@ -361,6 +370,27 @@ class PhysicsModel:
             out[idx] = np.maximum(t * np.exp(log_fix), out[idx])  # never beat the roofline
         comm = ops["family"].isin(COMM_FAMILIES).to_numpy()
         return np.where(comm, 0.0, out)
+
+
+# What a kernel's time depends on (with its timing): not its layer, phase or count.
+_PRICED = ("op", "family", "dtype", "b", "m", "n", "k", "flops", "bytes_read", "bytes_written")
+
+
+def _distinct_rows(ops: pd.DataFrame, timing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's code among the distinct (priced columns, timing) and the first row of each
+    code: exact (column values factorised, their codes combined in int64), no hashing."""
+    key, size = np.zeros(len(ops), dtype=np.int64), 1
+    for values in (*(ops[c].to_numpy() for c in _PRICED), timing):
+        codes, uniques = pd.factorize(values)  # NaN: -1
+        radix = len(uniques) + 1
+        if size * radix >= 2**62:  # renumber the key so far densely before it could overflow
+            key, seen = pd.factorize(key)
+            size = len(seen)
+        key, size = key * radix + (codes + 1), size * radix
+    rows, uniques = pd.factorize(key)
+    first = np.empty(len(uniques), dtype=np.int64)
+    first[rows[::-1]] = np.arange(len(rows) - 1, -1, -1)
+    return rows, first
 
 
 def _groups(family: np.ndarray, dtype: np.ndarray) -> dict[tuple, np.ndarray]:

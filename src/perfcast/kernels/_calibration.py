@@ -275,11 +275,15 @@ def as_default_kernels(ops: pd.DataFrame, unknown: np.ndarray,
     `defaults` (one name, or one per unknown row: the family's default kernel, DEFAULT_OP),
     keeping any ':' configuration suffix (fused quantisation, MoE routing)."""
     ops = ops.copy()
-    names = ops["op"].to_numpy(dtype=object)[unknown].astype(str)
-    new = np.broadcast_to(np.asarray(defaults, dtype=object), names.shape)
-    ops.loc[unknown, "op"] = [d + (o[o.find(":"):] if ":" in o else "")
-                              for d, o in zip(new, names, strict=True)]
+    ops.loc[unknown, "op"] = _default_names(ops["op"].to_numpy(dtype=object)[unknown], defaults)
     return ops
+
+
+def _default_names(names: np.ndarray, defaults: str | list[str]) -> list[str]:
+    """`names` renamed to `defaults` (one, or one each), keeping any ':' suffix."""
+    names = names.astype(str)
+    new = np.broadcast_to(np.asarray(defaults, dtype=object), names.shape)
+    return [d + (o[o.find(":"):] if ":" in o else "") for d, o in zip(new, names, strict=True)]
 
 
 class PhysicsModel:
@@ -288,18 +292,6 @@ class PhysicsModel:
 
     def __init__(self, calibration: Calibration):
         self.calibration = calibration
-
-    def _canonical(self, part: pd.DataFrame, family: str, fam: str,
-                   params: FamilyParams, default_op: str | None = None) -> pd.DataFrame:
-        """Rows whose op was never measured are priced as the family's default kernel: the
-        device's own measured one (`default_op`) when a user calibration names it."""
-        known = params.fixed_s
-        keys = variants(part)
-        unknown = ~pd.Series(keys).isin(known).to_numpy()
-        if not unknown.any():
-            return part
-        return as_default_kernels(part, unknown, default_op or DEFAULT_OP.get(
-            family, DEFAULT_OP.get(fam, "gemm")))
 
     def _fused_quant_fixed(self, own: dict, family: str, fam: str, params: FamilyParams,
                            prep: Prepared) -> np.ndarray | float:
@@ -345,26 +337,44 @@ class PhysicsModel:
         return self._times(ops, device, timing)
 
     def _times(self, ops: pd.DataFrame, device: Device, timing: np.ndarray) -> np.ndarray:
-        """kernel_times of a numpy-backed op table (_numpy_frame)."""
+        """kernel_times of a numpy-backed op table (_numpy_frame): per (family, dtype), the
+        family's (or the device's own) parameters and corrections; the parameter-free terms
+        of all priced rows prepared in one pass (they are per row)."""
         out = roofline_times(ops, device, waves=False)
-        groups = _groups(ops["family"].to_numpy(), ops["dtype"].to_numpy())
         own = self.calibration.devices.get(device.name, {})
-        for (family, dtype), idx in groups.items():
+        keys, names, jobs = variants(ops), None, []
+        for (family, dtype), idx in _groups(ops["family"].to_numpy(),
+                                            ops["dtype"].to_numpy()).items():
             fam = family if family in self.calibration.families else FALLBACK.get(family)
             if family in COMM_FAMILIES or fam not in self.calibration.families:
                 continue
             corr = own.get(f"{family}/{dtype}") or own.get(f"{fam}/{dtype}")
             params = self.calibration.families[fam] if corr is None else corr.params
-            part = self._canonical(ops.iloc[idx], family, fam, params,
-                                   None if corr is None else corr.default_op)
-            prep = prepare(part, device, timing[idx])
+            unknown = ~pd.Series(keys[idx]).isin(params.fixed_s).to_numpy()
+            if unknown.any():  # never measured: priced as the family's default kernel, the
+                # device's own measured one (`default_op`) when a user calibration names it
+                names = ops["op"].to_numpy(dtype=object).copy() if names is None else names
+                default = (None if corr is None else corr.default_op) or DEFAULT_OP.get(
+                    family, DEFAULT_OP.get(fam, "gemm"))
+                names[idx[unknown]] = _default_names(names[idx[unknown]], default)
+            jobs.append((family, fam, corr, params, idx))
+        if not jobs:
+            return np.where(ops["family"].isin(COMM_FAMILIES).to_numpy(), 0.0, out)
+        if names is not None:
+            ops = ops.assign(op=pd.Series(names, dtype=object, copy=False))
+        priced = np.concatenate([job[-1] for job in jobs])
+        preps = prepare(ops.iloc[priced], device, timing[priced])
+        start = 0
+        for family, fam, corr, params, idx in jobs:
+            prep = preps.rows(slice(start, start + len(idx)))
+            start += len(idx)
             bins, dts = regime_bins(prep.regime), prep.variant
             donor = self.calibration.families.get(TENSOR_DONORS.get(fam, ""))
             t = (evaluate(params, prep, donor)
                  + self._fused_quant_fixed(own, family, fam, params, prep))
             log_fix = self.calibration.residuals[fam].correction(bins, dts)
             if corr is not None:
-                log_fix = log_fix + corr.residual.correction(part, dts)
+                log_fix = log_fix + corr.residual.correction(ops.iloc[idx], dts)
                 if corr.grid is not None:
                     log_fix = log_fix + corr.grid.correction(bins, dts)
             out[idx] = np.maximum(t * np.exp(log_fix), out[idx])  # never beat the roofline

@@ -159,6 +159,10 @@ class Prepared:
     timing: np.ndarray
     regime: np.ndarray  # device-normalised shape coordinates (see regime_coords)
 
+    def rows(self, which: slice | np.ndarray) -> Prepared:
+        """The same terms for a subset of the rows (each term is per row)."""
+        return Prepared(*(getattr(self, f)[which] for f in self.__dataclass_fields__))
+
     # Factorised once per Prepared, not at each of a fit's thousands of evaluations.
     @cached_property
     def fixed_keys(self) -> tuple[np.ndarray, list[tuple]]:

@@ -53,3 +53,8 @@ def test_distinct_rows_are_the_distinct_tuples(seed, rows, values):
         key = tuple("nan" if isinstance(v, float) and np.isnan(v) else v for v in row)
         assert codes[i] == seen.setdefault(key, len(seen))
     assert list(first) == sorted({c: i for i, c in reversed(list(enumerate(codes)))}.values())
+
+
+def test_an_empty_table_prices_to_nothing(tables):
+    model = PhysicsModel(shipped_calibration())
+    assert len(model.kernel_times(tables[0].iloc[:0], get_device("h100-sxm"))) == 0

@@ -358,12 +358,10 @@ class PhysicsModel:
                     family, DEFAULT_OP.get(fam, "gemm"))
                 names[idx[unknown]] = _default_names(names[idx[unknown]], default)
             jobs.append((family, fam, corr, params, idx))
-        if not jobs:
-            return np.where(ops["family"].isin(COMM_FAMILIES).to_numpy(), 0.0, out)
         if names is not None:
             ops = ops.assign(op=pd.Series(names, dtype=object, copy=False))
-        priced = np.concatenate([job[-1] for job in jobs])
-        preps = prepare(ops.iloc[priced], device, timing[priced])
+        priced = np.concatenate([job[-1] for job in jobs]) if jobs else np.zeros(0, dtype=int)
+        preps = prepare(ops.iloc[priced], device, timing[priced]) if jobs else None
         start = 0
         for family, fam, corr, params, idx in jobs:
             prep = preps.rows(slice(start, start + len(idx)))
@@ -411,7 +409,7 @@ def _groups(family: np.ndarray, dtype: np.ndarray) -> dict[tuple, np.ndarray]:
     combined = np.where((fc < 0) | (dc < 0), -1, fc.astype(np.int64) * max(len(du), 1) + dc)
     order = np.argsort(combined, kind="stable")
     uniq, starts = np.unique(combined[order], return_index=True)
-    bounds = [*starts[1:].tolist(), len(order)]
+    bounds = [*starts[1:].tolist(), len(order)] if len(order) else []
     out = {(fu[u // max(len(du), 1)], du[u % max(len(du), 1)]): order[a:b]
            for u, a, b in zip(uniq.tolist(), starts.tolist(), bounds, strict=True) if u >= 0}
     return dict(sorted(out.items()))

@@ -95,9 +95,6 @@ class FamilyParams:
         values = np.array([table.get(v, table.get(c, default)) for v, c in pairs])
         return values[codes] if len(codes) else np.zeros(0)
 
-    def launch_for(self, timing: np.ndarray) -> np.ndarray:
-        return self.launch_at(*_codes(timing))
-
     def launch_at(self, codes: np.ndarray, timings: list[str]) -> np.ndarray:
         """Launch seconds of rows given as codes into their distinct timings."""
         worst = max(self.launch_s.values())

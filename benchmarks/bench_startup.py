@@ -25,19 +25,21 @@ accelerators, measurement) and scipy.optimize (~0.8 s). Now perfcast.api, comm, 
 kernels, ops, specs and train load a name on first use and scipy.optimize loads inside the
 fits.
 
-Measured 2026-11-27 later (load average ~1; baseline = the tree above, `git archive 7aff4e3`;
-this tree prices an inference's 17 sampled decode steps in one kernel-model call, not one each):
+Measured 2026-11-27 later (load average ~1.1, median of 9; baseline = the tree above, `git
+archive 7aff4e3`; this tree prices an inference's 17 sampled decode steps in one kernel-model
+call, not one each, and the kernel model prepares a table's rows in one pass):
 
     command                                 before     after    ratio
-    perfcast --help                         0.148 s   0.145 s    1.0x
-    perfcast infer --help                   0.648 s   0.659 s    1.0x
-    perfcast infer (llama-2-7b, h100-sxm)   1.407 s   1.045 s    1.3x
-    perfcast serve (10 requests, arxiv)     1.412 s   1.347 s    1.0x
+    perfcast --help                         0.172 s   0.151 s    1.1x
+    perfcast infer --help                   0.698 s   0.691 s    1.0x
+    perfcast infer (llama-2-7b, h100-sxm)   1.517 s   1.121 s    1.4x
+    perfcast serve (10 requests, arxiv)     1.457 s   1.354 s    1.1x
 
-Left in `perfcast infer` (1.05 s): Python and typer ~0.11 s, `perfcast.api` ~0.34 s (pandas
-~0.2 s: op tables are DataFrames), the shipped calibration JSON ~0.10 s, scipy.spatial ~0.17 s
-(the cKDTree of the target-measured residuals: its tie-breaking among equidistant shapes is
-part of the shipped numbers, so a numpy search would move them), and the forecast ~0.15 s.
+(0.94-0.97 s for infer at load ~0.6.) Left in `perfcast infer` (~1 s): Python and typer
+~0.11 s, `perfcast.api` ~0.34 s (pandas ~0.2 s: op tables are DataFrames), the shipped
+calibration JSON ~0.10 s, scipy.spatial ~0.17 s (the cKDTree of the target-measured residuals:
+its tie-breaking among equidistant shapes is part of the shipped numbers, so a numpy search
+would move them) and the forecast ~0.13 s.
 """
 
 from __future__ import annotations

@@ -35,12 +35,11 @@ call, not one each, and the kernel model prepares a table's rows in one pass):
     perfcast infer (llama-2-7b, h100-sxm)   1.517 s   1.121 s    1.4x
     perfcast serve (10 requests, arxiv)     1.457 s   1.354 s    1.1x
 
-(0.94-0.97 s for infer at load ~0.6.) Then the target-measured residuals' nearest shapes
-came from an exact numpy search instead of scipy's cKDTree (ties by stored order: the same on
-every platform), so a forecast no longer imports scipy (~0.17 s): this script, 9 runs, load
-~0.5: infer 0.794 s against 1.327 s for the baseline (1.7x); --help 0.132 s. Left (~0.8 s):
-Python and typer ~0.11 s, `perfcast.api` ~0.34 s (pandas ~0.2 s: op tables are DataFrames),
-the shipped calibration JSON ~0.10 s and the forecast ~0.13 s.
+(0.94-0.97 s for infer at load ~0.6.) Left in `perfcast infer` (~1 s): Python and typer
+~0.11 s, `perfcast.api` ~0.34 s (pandas ~0.2 s: op tables are DataFrames), the shipped
+calibration JSON ~0.10 s, scipy.spatial ~0.17 s (the cKDTree of the target-measured residuals:
+its tie-breaking among equidistant shapes is part of the shipped numbers, so a numpy search
+would move them) and the forecast ~0.13 s.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfcast.kernels._residual import _LEVELS, ResidualGrid, _keys, _level_name, _nearest
+from perfcast.kernels._residual import _LEVELS, ResidualGrid, _keys, _level_name
 
 
 def _definition(bins, variants, residual, shrink_rows=5.0, min_rows=3) -> dict:
@@ -37,23 +37,3 @@ def test_fit_is_the_definition(seed, rows, n_variants, spread):
     assert list(grid.cells) == [_level_name(level) for level in _LEVELS]
     for table in grid.cells.values():
         assert list(table) == sorted(table)  # the JSON's order, as before
-
-
-@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(0, 40), st.integers(1, 8))
-def test_nearest_points_are_the_nearest_ties_by_stored_order(seed, points, queries, k):
-    """The target-measured tier's neighbours: nearest first, none left out that is nearer, and
-    among equidistant points the earlier stored ones (lattice shapes tie often)."""
-    rng = np.random.default_rng(seed)
-    pts = rng.integers(0, 6, (points, 3)).astype(float)
-    q = np.vstack([rng.integers(0, 6, (queries, 3)).astype(float),
-                   rng.uniform(-1, 7, (queries, 3))])
-    k = min(k, points)
-    dist, idx = _nearest(pts, q, k)
-    full = np.sqrt(((q[:, None, :] - pts[None, :, :]) ** 2).sum(axis=2))
-    assert np.array_equal(dist, np.take_along_axis(full, idx, axis=1))
-    assert (np.diff(dist, axis=1) >= 0).all()
-    for row, chosen in zip(full, idx, strict=True):
-        left = np.setdiff1d(np.arange(points), chosen)
-        assert (row[left] >= row[chosen].max()).all()
-        tied = left[row[left] == row[chosen].max()]
-        assert (tied > chosen[row[chosen] == row[chosen].max()].max()).all()

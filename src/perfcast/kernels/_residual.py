@@ -177,6 +177,7 @@ class NeighbourResidual:
     points: dict[str, np.ndarray]
     neighbours: int = 6
     prior_distance: float = 3.0  # a zero-residual pseudo-neighbour at this distance
+    _trees: dict = field(default_factory=dict, repr=False, compare=False)  # built on first use
 
     def __post_init__(self) -> None:
         self.points = {k: np.asarray(v, dtype=float).reshape(-1, 4)
@@ -197,14 +198,21 @@ class NeighbourResidual:
         return cls(points=out)
 
     def correction(self, ops: pd.DataFrame, keys: np.ndarray) -> np.ndarray:
+        from scipy.spatial import cKDTree
+
         out = np.zeros(len(ops))
         coords = _log_shape(ops)
         for key in set(keys):
             pts = self.points.get(key)
             if pts is None or not len(pts):
                 continue
+            if key not in self._trees:
+                self._trees[key] = cKDTree(pts[:, :3])
+            tree = self._trees[key]
             sel = keys == key
-            dist, idx = _nearest(pts[:, :3], coords[sel], min(self.neighbours, len(pts)))
+            k = min(self.neighbours, len(pts))
+            dist, idx = tree.query(coords[sel], k=k)
+            dist, idx = dist.reshape(sel.sum(), k), idx.reshape(sel.sum(), k)
             w = 1.0 / (dist + 0.25) ** 2
             prior = 1.0 / (self.prior_distance + 0.25) ** 2
             out[sel] = (w * pts[idx, 3]).sum(axis=1) / (w.sum(axis=1) + prior)
@@ -220,22 +228,6 @@ class NeighbourResidual:
     @classmethod
     def from_dict(cls, data: dict) -> NeighbourResidual:
         return cls(**data)
-
-
-def _nearest(points: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Euclidean distances to, and indices of, the k nearest points of each query, nearest
-    first, equidistant points in their stored order: exact, and the same on every platform
-    (a k-d tree breaks such ties in its own traversal order). Brute force, in chunks of ~4M
-    pairs: a device keeps at most a few thousand points per kernel variant."""
-    dist = np.empty((len(queries), k))
-    idx = np.empty((len(queries), k), dtype=np.intp)
-    step = max(1, 2**22 // max(len(points), 1))
-    for a in range(0, len(queries), step):
-        sq = ((queries[a:a + step, None, :] - points[None, :, :]) ** 2).sum(axis=2)
-        near = np.argsort(sq, axis=1, kind="stable")[:, :k]
-        idx[a:a + step] = near
-        dist[a:a + step] = np.sqrt(np.take_along_axis(sq, near, axis=1))
-    return dist, idx
 
 
 def _log_shape(ops: pd.DataFrame) -> np.ndarray:

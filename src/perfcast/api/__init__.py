@@ -9,8 +9,8 @@ Every face (CLI, suite, sweep, capacity, UI, plots, validate) builds a request a
 
 Names load on first use (PEP 562): `from perfcast.api import ServeRequest` imports api._serve
 and the layers it needs, not every command's (pandas, scipy.optimize, ...), so a command
-starts in a fraction of the time. `COMMANDS`, and a command looked up by name
-(`command_for`, `run_options`, `load_request`), import every command module first.
+starts in a fraction of the time. A command looked up by name (`command_for`, `run_options`,
+`load_request`) imports its own module; `COMMANDS` imports every command module first.
 """
 
 from perfcast import _lazy_exports

@@ -268,7 +268,7 @@ _all_loaded = False
 
 def all_commands() -> dict[str, Command]:
     """COMMANDS with every command registered: the modules of perfcast.api load lazily, a
-    command's on first use, so a lookup by name imports them all (once), in their order."""
+    command's on first use, so the whole table imports them all (once), in their order."""
     global _all_loaded
     if not _all_loaded:
         for module in _COMMAND_MODULES.values():
@@ -290,7 +290,10 @@ def register(request: type[R], resolve_fn: Callable[[R], Any],
 
 
 def command_for(name: str) -> Command:
-    """The command named `name`, or an InputError listing the commands."""
+    """The command named `name` (importing only its module), or an InputError listing the
+    commands."""
+    if name not in COMMANDS and name in _COMMAND_MODULES:
+        importlib.import_module(f"perfcast.api.{_COMMAND_MODULES[name]}")
     if name not in COMMANDS:
         all_commands()
     if name not in COMMANDS:

@@ -46,9 +46,13 @@ from perfcast.specs import (
 )
 from perfcast.validate._stats import ape_summary
 
-__all__ = ["BY_BACKEND", "SERVING_TARGETS", "analytic_point", "check_stack",
+__all__ = ["BY_BACKEND", "GRID_BATCH", "SERVING_TARGETS", "analytic_point", "check_stack",
            "load_serving_points", "point_precision", "point_stack", "sample_serving_points",
            "serving_residuals", "validate_serving"]
+
+# Sequences a replay's step model covers at least (more for a higher concurrency): one step
+# model serves every point of a deployment, and building it is most of a replay's cost.
+GRID_BATCH = 1024
 
 SERVING_TARGETS = {"ttft": 0.10, "tpot": 0.07}  # median APE targets (issue 5)
 POINT_COLUMNS = ("point_id", "backend", "model", "device", "precision", "isl", "osl",
@@ -162,7 +166,7 @@ def _step_model(point: pd.Series, time_model: ExecutionTimeModel, host: str
     device = get_device(point["device"])
     return kept_step_model(_STEP_MODELS, key, time_model, lambda: ServingStepModel(
         get_model(point["model"]), cluster_for(device, plan.num_gpus), point_precision(point),
-        plan, time_model, host=host, max_seqs=max(1024, int(point["concurrency"])),
+        plan, time_model, host=host, max_seqs=max(GRID_BATCH, int(point["concurrency"])),
         comm_model=CustomAllReduce()))
 
 

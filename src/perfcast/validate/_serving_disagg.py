@@ -33,6 +33,7 @@ from perfcast.serve import (
     simulate_disaggregated,
 )
 from perfcast.serve._disagg import PoolLayout
+from perfcast.validate._serving import GRID_BATCH
 from perfcast.validate._serving_sim import (
     ROUNDS,
     benchmark_lengths,
@@ -41,8 +42,6 @@ from perfcast.validate._serving_sim import (
 )
 
 __all__ = ["disagg_point", "load_disagg_points"]
-
-GRID_BATCH = 1024  # sequences a step model's grids cover (the aggregated replay's minimum)
 
 
 def load_disagg_points() -> pd.DataFrame:

@@ -39,6 +39,7 @@ from perfcast.compose import ServingStepModel
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
 from perfcast.validate._serving import (
+    GRID_BATCH,
     kept_step_model,
     point_layout,
     point_precision,
@@ -104,7 +105,7 @@ def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
     workload = make_workload(ROUNDS * conc, arrival="closed_loop", concurrency=conc,
                              max_tokens=None, seed=0, **benchmark_lengths(point))
     per_rank = -(-conc // point_layout(point)["dp"])  # the router spreads the client's load
-    grid = _config(point, max(1024, conc), stack)  # one step model for every concurrency
+    grid = _config(point, max(GRID_BATCH, conc), stack)  # one step model for every concurrency
     result = simulate(_config(point, per_rank, stack), workload,
                       step_model=cached_step_model(grid, time_model))
     s = result.summary()

@@ -14,7 +14,7 @@ from perfcast.api import COMMANDS, CpuRequest, CpuResult, resolve, run
 from perfcast.cli import app
 from perfcast.errors import InputError
 
-pytestmark = pytest.mark.cpu_timing  # one worker runs such files in turn (tests/conftest.py)
+pytestmark = pytest.mark.cpu_timing  # run alone, after the rest (tests/conftest.py)
 
 
 def test_defaults_are_the_cli_defaults():

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from perfcast.cli import app
 
-pytestmark = pytest.mark.cpu_timing  # one worker runs such files in turn (tests/conftest.py)
+pytestmark = pytest.mark.cpu_timing  # run alone, after the rest (tests/conftest.py)
 
 runner = CliRunner()
 

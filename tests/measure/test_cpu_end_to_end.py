@@ -39,7 +39,7 @@ from perfcast.measure.torch_models import (  # noqa: E402
 from perfcast.ops import cnn_ops, eager_ops  # noqa: E402
 from perfcast.specs import Precision, cluster_for, get_model  # noqa: E402
 
-pytestmark = pytest.mark.cpu_timing  # one worker runs such files in turn (tests/conftest.py)
+pytestmark = pytest.mark.cpu_timing  # run alone, after the rest (tests/conftest.py)
 
 TOLERANCE = json.loads((Path(__file__).with_name("cpu_end_to_end_tolerance.json")).read_text())
 FP32 = Precision.uniform("fp32")

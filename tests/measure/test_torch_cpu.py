@@ -20,7 +20,7 @@ from perfcast.measure import (
 )
 from perfcast.ops import cnn_ops
 
-pytestmark = pytest.mark.cpu_timing  # one worker runs such files in turn (tests/conftest.py)
+pytestmark = pytest.mark.cpu_timing  # run alone, after the rest (tests/conftest.py)
 
 SMALL = {"linear": [(4, 32, 48)], "bmm": [(2, 8, 16, 4)], "conv": [(1, 3, 16, 8, 3, 2)],
          "add": [(8, 40)], "where": [(24, 8)], "copy": [(4, 128)], "maxpool": [(4, 9)],

@@ -7,6 +7,9 @@ import pytest
 
 from perfcast.suite import builtin_scenarios, run_suite
 
+# X5 and S8 time this CPU (S8's check compares errors of live measurements): run alone, after
+# the rest (tests/conftest.py)
+pytestmark = pytest.mark.cpu_timing
 
 @pytest.fixture(scope="module")
 def results():

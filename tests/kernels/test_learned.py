@@ -15,11 +15,13 @@ from perfcast.kernels import (
     PhysicsModel,
     fit_calibration,
     fit_learned,
+    kernel_features,
     measurement_ops,
     roofline_times,
     shipped_calibration,
     shipped_learned,
 )
+from perfcast.kernels._learned import _booster, _encode
 from perfcast.measure import load_store, sample_per_group
 from perfcast.specs import get_device
 
@@ -134,6 +136,7 @@ def test_shipped_models_load_with_provenance():
     for source in ("default", "vllm", "sglang"):
         model = shipped_learned(source)
         assert model.provenance["kernel_source"] == source
+        assert model.seconds_booster_text and "targets" in model.provenance  # schema 2
         assert {"gemm", "attn_prefill", "attn_decode"} <= set(model.envelope)
 
 
@@ -144,6 +147,62 @@ def test_old_or_foreign_files_are_refused(fitted):
         LearnedKernels.from_json(json.dumps(data))
     with pytest.raises(InputError, match="kernel_source"):
         shipped_learned("nope")
+
+
+def _schema_1(model: LearnedKernels) -> LearnedKernels:
+    """`model` as a schema-1 file held it: the ratio trees alone."""
+    data = json.loads(model.to_json())
+    data["schema_version"] = 1
+    del data["seconds_booster"]
+    return LearnedKernels.from_json(json.dumps(data))
+
+
+def test_schema_1_files_still_load_and_price_with_the_ratio_trees_alone(rows, fitted, physics):
+    """A file written before the seconds trees (schema 1) prices t = roofline·waves ×
+    exp(clip(r)), as it did when it was fitted; it round-trips as schema 1."""
+    old = _schema_1(fitted)
+    assert json.loads(old.to_json())["schema_version"] == 1 and not old.seconds_booster_text
+    ops, timing = _ops(rows, "h200-sxm")
+    device = get_device("h200-sxm")
+    roof = roofline_times(ops, device, waves=True)
+    got = LearnedTimeModel(old, physics).kernel_times(ops, device, timing)
+    feats = kernel_features(ops, device, timing)
+    raw = old.booster().predict(_encode(feats, old.categories))
+    lo, hi = (np.array([old.clip[f][i] for f in ops["family"]]) for i in (0, 1))
+    assert np.allclose(got, roof * np.exp(np.clip(raw, lo, hi)), rtol=1e-12)
+    assert not np.allclose(got, LearnedTimeModel(fitted, physics).kernel_times(ops, device,
+                                                                              timing))
+
+
+def test_a_schema_2_file_without_its_seconds_trees_is_refused(fitted):
+    data = json.loads(fitted.to_json())
+    assert data["schema_version"] == 2
+    del data["seconds_booster"]
+    with pytest.raises(InputError, match="seconds_booster"):
+        LearnedKernels.from_json(json.dumps(data))
+
+
+@settings(max_examples=40, deadline=None)
+@given(shift=st.floats(-20.0, 20.0))
+def test_the_blend_weights_the_seconds_trees_by_the_predicted_efficiency(rows, fitted, shift):
+    """w = min(1, exp(-r)): where r says a kernel runs at its roofline (r <= 0) the ratio
+    trees alone price it; below it the seconds trees take the rest of the weight; and the
+    blend never leaves the family's clip bounds, whatever roofline it is handed."""
+    ops, timing = _ops(rows, "h100-sxm")
+    device = get_device("h100-sxm")
+    feats = kernel_features(ops, device, timing)
+    x = _encode(feats, fitted.categories)
+    fams = feats["family"].to_numpy(dtype=object)
+    lo, hi = (np.array([fitted.clip[f][i] for f in fams]) for i in (0, 1))
+    r = np.clip(fitted.booster().predict(x), lo, hi)
+    seconds = _booster(fitted.seconds_booster_text).predict(x)
+    log_roof = np.log(roofline_times(ops, device, waves=True)) + shift
+    got = fitted.log_correction(feats, log_roof)
+    w = np.minimum(np.exp(-r), 1.0)
+    assert np.allclose(got, np.clip(w * r + (1 - w) * (seconds - log_roof), lo, hi))
+    assert np.all(got >= lo - 1e-12) and np.all(got <= hi + 1e-12)
+    at_roof = r <= 0
+    assert np.array_equal(got[at_roof], r[at_roof])
 
 
 def test_repeated_rows_are_priced_as_each_alone(rows, fitted, physics):

@@ -1,8 +1,16 @@
 """A learned kernel-efficiency model: gradient-boosted trees over physical features.
 
-    t = t_roofline·waves × exp(clip(f(x), lo_family, hi_family))
+    t = t_roofline·waves × exp(clip(w·r(x) + (1 - w)·(s(x) - log t_roofline·waves)))
+    w = min(1, exp(-r(x)))   (the roofline efficiency r predicts)
 
-f predicts log(measured / roofline-with-waves) from where a kernel sits on its device (FLOPs,
+Two sets of trees: r predicts log(measured / roofline-with-waves), s predicts log(measured)
+itself. A kernel near its roofline scales with it from one GPU to another (a streaming kernel
+on a faster HBM), which r carries over; one far below it is bound by fixed costs, occupancy or
+its implementation, which do not follow the spec sheet (H100 and H200 run vLLM's attention
+shapes at the same speed, though H200 has 43% more bandwidth), which s carries over. Weighting
+by the efficiency r predicts took the better of the two on the held-out devices of each source
+(schema 2; a schema-1 file has r alone and prices with w = 1, as it was fitted).
+Both take their inputs from where a kernel sits on its device (FLOPs,
 bytes, arithmetic intensity, thread blocks per SM and waves, roofline compute and memory
 times, L2 fit, the device-normalised regime coordinates of the physical model) and from the
 spec sheet (SMs, clock, L2, bandwidth, peak FLOP/s per watt for the row's dtype, tensor-core
@@ -23,7 +31,7 @@ each family's 5th/95th percentiles of log(measured / forecast) on devices left o
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -48,7 +56,8 @@ __all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "LearnedKernels
            "LearnedTimeModel", "add_learned_targets", "fit_learned", "kernel_features",
            "learned_time_model", "shipped_learned"]
 
-LEARNED_SCHEMA_VERSION = 1
+LEARNED_SCHEMA_VERSION = 2
+LEARNED_SCHEMAS = (1, 2)  # 1: the ratio trees r alone (module docstring)
 LEARNED = "learned"  # the uncertainty tier of rows the trees price
 # Tensor-core generation per architecture (a number, so trees can split on it).
 # (compute capability; AMD's CDNA matrix cores have no place on this scale: NaN, so their
@@ -82,6 +91,8 @@ ROUNDS = 600
 # each row's sum over trees is the same either way.
 PARALLEL_ROWS = 20_000
 VARIANT_DROPOUT = 0.2  # share of training rows fitted without their variant (see _encode)
+TARGETS = {"booster": "log(measured / roofline·waves)", "seconds_booster": "log(measured)",
+           "blend": "w = min(1, exp(-r)): w·r + (1 - w)·(s - log roofline·waves), clipped"}
 
 
 def _log2(x: np.ndarray) -> np.ndarray:
@@ -136,29 +147,37 @@ class LearnedKernels:
     clip bounds, training envelope and conformal interval quantiles, per-device target
     residuals (the target-measured tier), and provenance."""
 
-    booster_text: str
+    booster_text: str  # r: log(measured / roofline·waves)
     categories: dict[str, list[str]]
     clip: dict[str, list[float]]  # family -> [lo, hi] of log(measured / roofline·waves)
     envelope: dict[str, dict]  # family -> dtype -> {"<ENVELOPE feature>": [lo, hi]}
     intervals: dict[str, list[float]] = field(default_factory=dict)  # family -> [q05, q95]
     devices: dict[str, dict] = field(default_factory=dict)  # device -> NeighbourResidual dict
     provenance: dict = field(default_factory=dict)
+    seconds_booster_text: str = ""  # s: log(measured seconds); "" in a schema-1 model
 
     def to_json(self) -> str:
-        data = {"schema_version": LEARNED_SCHEMA_VERSION, "provenance": self.provenance,
-                "categories": self.categories, "clip": self.clip, "envelope": self.envelope,
-                "intervals": self.intervals, "devices": self.devices,
-                "booster": self.booster_text}
+        data = {"schema_version": LEARNED_SCHEMA_VERSION if self.seconds_booster_text else 1,
+                "provenance": self.provenance, "categories": self.categories,
+                "clip": self.clip, "envelope": self.envelope, "intervals": self.intervals,
+                "devices": self.devices, "booster": self.booster_text}
+        if self.seconds_booster_text:
+            data["seconds_booster"] = self.seconds_booster_text
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> LearnedKernels:
         data = json.loads(text)
-        if data.get("schema_version") != LEARNED_SCHEMA_VERSION:
+        if data.get("schema_version") not in LEARNED_SCHEMAS:
             raise InputError("learned_kernels.schema_version",
-                             f"got {data.get('schema_version')!r}", str(LEARNED_SCHEMA_VERSION))
+                             f"got {data.get('schema_version')!r}",
+                             " or ".join(map(str, LEARNED_SCHEMAS)))
+        if data["schema_version"] == 2 and not data.get("seconds_booster"):
+            raise InputError("learned_kernels.seconds_booster", "missing in a schema-2 model",
+                             "LightGBM model text")
         return cls(data["booster"], data["categories"], data["clip"], data["envelope"],
-                   data.get("intervals", {}), data.get("devices", {}), data["provenance"])
+                   data.get("intervals", {}), data.get("devices", {}), data["provenance"],
+                   data.get("seconds_booster", ""))
 
     def booster(self):
         return _booster(self.booster_text)
@@ -207,16 +226,23 @@ class LearnedKernels:
                 out[family] = "learned"
         return out
 
-    def log_correction(self, feats: pd.DataFrame) -> np.ndarray:
-        """Clipped log(seconds / roofline·waves) per row."""
+    def log_correction(self, feats: pd.DataFrame, log_roof: np.ndarray) -> np.ndarray:
+        """Clipped log(seconds / roofline·waves) per row (`log_roof`: the natural log of
+        each row's roofline-with-waves seconds), the two trees weighted as the module
+        docstring says."""
         if not len(feats):
             return np.zeros(0)
-        raw = self.booster().predict(_encode(feats, self.categories),
-                                     num_threads=0 if len(feats) >= PARALLEL_ROWS else 1)
+        x = _encode(feats, self.categories)
+        threads = 0 if len(feats) >= PARALLEL_ROWS else 1
         fams = feats["family"].to_numpy(dtype=object)
         lo = np.array([self.clip.get(str(f), [-np.inf, np.inf])[0] for f in fams])
         hi = np.array([self.clip.get(str(f), [-np.inf, np.inf])[1] for f in fams])
-        return np.clip(raw, lo, hi)
+        ratio = np.clip(self.booster().predict(x, num_threads=threads), lo, hi)
+        if not self.seconds_booster_text:
+            return ratio
+        seconds = _booster(self.seconds_booster_text).predict(x, num_threads=threads)
+        weight = np.minimum(np.exp(-ratio), 1.0)
+        return np.clip(weight * ratio + (1.0 - weight) * (seconds - log_roof), lo, hi)
 
 
 @cache
@@ -252,6 +278,16 @@ def _train(feats: pd.DataFrame, y: np.ndarray, categories: dict[str, list[str]],
     return booster.model_to_string()
 
 
+def _fit_trees(feats: pd.DataFrame, y: np.ndarray, log_roof: np.ndarray,
+               categories: dict[str, list[str]], rounds: int, seed: int) -> LearnedKernels:
+    """Both trees (r on y = log(measured / roofline·waves), s on y + log_roof = log measured
+    seconds), clip bounds and envelope; no intervals or device residuals yet."""
+    return LearnedKernels(_train(feats, y, categories, rounds, seed), categories,
+                          _clip(feats, y), _envelope(feats),
+                          seconds_booster_text=_train(feats, y + log_roof, categories, rounds,
+                                                      seed))
+
+
 def _envelope(feats: pd.DataFrame) -> dict[str, dict]:
     """family -> dtype -> ENVELOPE feature -> [min, max] over the training rows."""
     out: dict[str, dict] = {}
@@ -278,28 +314,29 @@ def fit_learned(rows: pd.DataFrame, *, rounds: int = ROUNDS, seed: int = 0,
     rows = rows[~rows["family"].isin(COMM_FAMILIES)]
     rows = rows.sort_values(["device", "family"], kind="stable")
     feats, roof = _store_features(rows)
-    y = np.log(rows["latency_s"].to_numpy(dtype=float) / roof)
+    log_roof = np.log(roof)
+    y = np.log(rows["latency_s"].to_numpy(dtype=float)) - log_roof
     categories = {c: sorted(set(feats[c].astype(str))) for c in CATEGORICAL}
-    text = _train(feats, y, categories, rounds, seed)
+    trees = _fit_trees(feats, y, log_roof, categories, rounds, seed)
     devices = sorted(rows["device"].unique())
     prov = {**(provenance or {}), "rows": int(len(rows)), "devices": devices,
-            "rounds": rounds, "params": PARAMS, "features": list(FEATURES)}
-    model = LearnedKernels(text, categories, _clip(feats, y), _envelope(feats), {}, {}, prov)
+            "rounds": rounds, "params": PARAMS, "features": list(FEATURES),
+            "targets": TARGETS}
+    intervals = {}
     if interval_folds and len(devices) > 1:
-        oof = _grouped_residuals(feats, y, rows["device"].to_numpy(dtype=object), categories,
-                                 model, rounds, seed, interval_folds)
+        oof = _grouped_residuals(feats, y, log_roof, rows["device"].to_numpy(dtype=object),
+                                 categories, rounds, seed, interval_folds)
         fams = feats["family"].to_numpy(dtype=object)
         ok = np.isfinite(oof)
         intervals = {str(f): [round(float(q), 6) for q in
                               np.quantile(oof[ok & (fams == f)], INTERVAL_QUANTILES)]
                      for f in sorted(set(fams[ok]))}
-        model = LearnedKernels(text, categories, model.clip, model.envelope, intervals, {},
-                               {**prov, "interval_folds": interval_folds})
-    return model
+        prov["interval_folds"] = interval_folds
+    return replace(trees, intervals=intervals, provenance=prov)
 
 
-def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, device: np.ndarray,
-                       categories: dict, model: LearnedKernels, rounds: int, seed: int,
+def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, log_roof: np.ndarray,
+                       device: np.ndarray, categories: dict, rounds: int, seed: int,
                        folds: int) -> np.ndarray:
     """log(measured / forecast) of each row from a refit that never saw its device (devices
     dealt round-robin into `folds` groups); NaN where the refit's envelope excludes it."""
@@ -309,11 +346,9 @@ def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, device: np.ndarray,
     out = np.full(len(y), np.nan)
     for k in sorted(set(fold)):
         held = fold == k
-        text = _train(feats[~held], y[~held], categories, rounds, seed)
-        part = LearnedKernels(text, categories, _clip(feats[~held], y[~held]),
-                              _envelope(feats[~held]))
+        part = _fit_trees(feats[~held], y[~held], log_roof[~held], categories, rounds, seed)
         inside = part.inside(feats[held])
-        pred = part.log_correction(feats[held])
+        pred = part.log_correction(feats[held], log_roof[held])
         out[np.flatnonzero(held)[inside]] = (y[held] - pred)[inside]
     return out
 
@@ -327,11 +362,11 @@ def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame) -> LearnedKer
     for name, part in rows.groupby("device", sort=True):
         device, ops = get_device(name), measurement_ops(part)
         feats = kernel_features(ops, device, part["timing"].to_numpy(dtype=object))
-        pred = roofline_times(ops, device, waves=True) * np.exp(model.log_correction(feats))
-        resid = np.log(part["latency_s"].to_numpy(dtype=float) / pred)
+        log_roof = np.log(roofline_times(ops, device, waves=True))
+        pred = log_roof + model.log_correction(feats, log_roof)
+        resid = np.log(part["latency_s"].to_numpy(dtype=float)) - pred
         devices[str(name)] = NeighbourResidual.fit(ops, variants(ops), resid).to_dict()
-    return LearnedKernels(model.booster_text, model.categories, model.clip, model.envelope,
-                          model.intervals, devices, model.provenance)
+    return replace(model, devices=devices)
 
 
 class LearnedTimeModel:
@@ -387,12 +422,13 @@ class LearnedTimeModel:
             out[rest] = self.fallback.kernel_times(ops.iloc[rest], device,
                                                    np.asarray(timing, dtype=object)[rest])
         sub = ops[inside]
-        corr = self.learned.log_correction(feats)
+        roof = roofline_times(sub, device, waves=True)
+        corr = self.learned.log_correction(feats, np.log(roof))
         own = self.learned.devices.get(device.name)
         if own:
             corr = corr + NeighbourResidual.from_dict(own).correction(
                 sub, feats["variant"].to_numpy(dtype=object))
-        out[inside] = roofline_times(sub, device, waves=True) * np.exp(corr)
+        out[inside] = roof * np.exp(corr)
         return out
 
     def tier(self, device: Device) -> str:

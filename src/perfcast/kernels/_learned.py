@@ -7,8 +7,9 @@ Two sets of trees: r predicts log(measured / roofline-with-waves), s predicts lo
 itself. A kernel near its roofline scales with it from one GPU to another (a streaming kernel
 on a faster HBM), which r carries over; one far below it is bound by fixed costs, occupancy or
 its implementation, which do not follow the spec sheet (H100 and H200 run vLLM's attention
-shapes at the same speed, though H200 has 43% more bandwidth), which s carries over. Weighting
-by the efficiency r predicts took the better of the two on the held-out devices of each source
+shapes at about the same speed, though H200 has 43% more bandwidth), which s carries over. On
+devices held out of AIConfigurator's and NeuSight's tables, r alone wins on streaming kernels
+and s alone on the rest; the weighted sum comes close to the better of the two on both
 (schema 2; a schema-1 file has r alone and prices with w = 1, as it was fitted).
 Both take their inputs from where a kernel sits on its device (FLOPs,
 bytes, arithmetic intensity, thread blocks per SM and waves, roofline compute and memory

@@ -41,11 +41,11 @@ def _step(kernels, mode, batch, seq_len, context, host_speed):
     return run(StepRequest.from_options(options))
 
 
-def _steps_file(folder, kernels, speed: float, name: str):
+def _steps_file(folder, kernels, speed: float, name: str, shapes=SHAPES):
     """Steps 'measured' as the kernel calibration forecasts them on a host `speed` x the
     stack's reference CPU."""
     steps = []
-    for mode, batch, seq_len, context in SHAPES:
+    for mode, batch, seq_len, context in shapes:
         forecast = _step(kernels, mode, batch, seq_len, context, speed)
         steps.append({"mode": mode, "runner": "transformers", "batch": batch,
                       "seq_len": 1 if mode == "decode" else seq_len, "context": context,
@@ -102,3 +102,28 @@ def test_steps_of_another_device_are_refused(measured, tmp_path):
         run(CalibrateRequest.from_options(measurements=rows, device="h100-sxm", steps=steps,
                                           out=tmp_path / "c.json"))
     assert err.value.field == "steps" and "a100-sxm4-80gb" in str(err.value)
+
+
+def test_a_kernel_error_is_not_read_as_a_slow_host(measured, tmp_path):
+    """Two long prefills (mostly kernel time) measured 1.5x their forecast, a short decode
+    (mostly host time) as forecast: the prefills' error is in the kernels, not the host. Read
+    alone a prefill says the host is many times slower; the estimate from the prefills for the
+    held-out decode stays near the stack's host model, so the decode keeps its forecast (the
+    CI failure of S8: a CPU forward's 40% kernel miss, read as a host 30x slower, made the
+    held-out decode 2.5x too slow). The 13% left is the prefills' pull at their kernel error
+    (18% from the check's families and the unchecked ones)."""
+    folder, rows, kernels = measured
+    shapes = [("forward", 32, 1024, None), ("forward", 64, 512, None), ("decode", 1, None, 128)]
+    steps = _steps_file(folder, kernels, 1.0, "kernel-miss.steps.json", shapes)
+    data = json.loads(steps.read_text())
+    for s in data["steps"][:2]:
+        s["measured_s"] *= 1.5
+    steps.write_text(json.dumps(data))
+    host = run(CalibrateRequest.from_options(measurements=rows, device="h100-sxm",
+                                             steps=steps, out=tmp_path / "c.json")).host
+    prefill, decode = pd.DataFrame(host.steps[:2]), host.steps[2]
+    assert (prefill["own_host_speed"] < 0.2).all() and (prefill["host_share"] < 0.1).all()
+    assert decode["host_share"] > 0.5
+    assert 0.7 < decode["held_out_host_speed"] <= 1.0  # read alone, a prefill says 0.08
+    assert abs(decode["held_out_error"]) < 0.2
+    assert not host.kept and host.host_speed == 1.0  # held out, no speed beat the model's

@@ -231,6 +231,11 @@ def _host(r: ResolvedCalibrate) -> str:
     return f"{info.model} ({info.logical_cpus} logical CPUs; calibrate's host)"
 
 
+def _kernel_errors(result: DeviceCalibration) -> dict[str, float]:
+    """Held-out mean |log error| of each checked family/dtype as calibrated."""
+    return {c.key: c.kept_log_error for c in result.checks if c.kept_log_error is not None}
+
+
 def _fit_host(r: ResolvedCalibrate, result: DeviceCalibration) -> HostFit:
     """The host speed of the measured steps, forecast with the kernel corrections (from a
     temporary file beside --out, removed after); recorded in `result.own.host`."""
@@ -241,7 +246,7 @@ def _fit_host(r: ResolvedCalibrate, result: DeviceCalibration) -> HostFit:
     try:
         with writing(kernels, "out"):
             kernels.write_text(result.own.to_json())
-        host = fit_host_speed(r.steps, kernels, hardware)
+        host = fit_host_speed(r.steps, kernels, hardware, _kernel_errors(result))
     finally:
         kernels.unlink(missing_ok=True)
     result.own.host = host.to_dict()

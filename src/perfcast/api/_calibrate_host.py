@@ -3,16 +3,28 @@ whole steps timed on the device (`perfcast measure --model` writes `<out>.steps.
 
 Kernels calibrated alone leave what only a whole step shows: the host's per-kernel Python
 and dispatch cost, launch gaps, what the op table and the real model disagree on. perfcast
-prices those through the stack's host model divided by `--host-speed`; this module finds the
-host speed that makes `perfcast step` (with the fitted kernels) match each measured step,
-and keeps the one that fits all steps best, if it beats the stack's own host model on held-out
-steps (`fit_host_speed`). Forecast step time falls monotonically as host speed grows, so each
-step's speed is found by bisection.
+prices those through the stack's host model divided by `--host-speed`; this module estimates
+that speed from the measured steps (`fit_host_speed`) and keeps it only if it beats the
+stack's host model on held-out steps.
+
+Each step has its own speed: the one whose forecast equals the measured time (forecast time
+falls monotonically as host speed grows: bisection). A step whose host share is small cannot
+tell a slow host from a kernel error: the 40% of a CPU forward pass that its kernels miss
+would take a host 30x slower than the model to explain, while the decode step, with the same
+kernel count, says the host is close to it. So the estimate is a precision-weighted mean in
+log space (a Gaussian prior and Gaussian step errors): the prior is the stack's host model
+(log speed 0, spread HOST_PRIOR_SPREAD) and each step's log speed counts with precision
+(host share / kernel error)^2, the standard error of a log speed read off a step whose kernels
+are off by the kernel error and whose time moves by the host share per unit log speed. A
+step's kernel error is its families' held-out |log error| from the calibration's own check,
+weighted by their forecast seconds (DEFAULT_KERNEL_ERROR for a family the check did not
+score).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +32,19 @@ from typing import Any
 import numpy as np
 
 from perfcast.api._base import run
-from perfcast.api._step import StepRequest
+from perfcast.api._step import StepRequest, StepResult
 from perfcast.measure import StepMeasurement, StepMeasurements
 
-__all__ = ["HOST_SPEED_RANGE", "HostFit", "fit_host_speed"]
+__all__ = ["HOST_PRIOR_SPREAD", "HOST_SPEED_RANGE", "HostFit", "fit_host_speed"]
 
 HOST_SPEED_RANGE = (0.01, 100.0)  # EngineStackChoice.host_speed's bounds
+# One standard deviation of log host speed around the stack's host model: a host 4x faster
+# or slower than the model's reference CPU (an assumption, not a fit: no public table times
+# one stack's host overhead on many CPUs).
+HOST_PRIOR_SPREAD = math.log(4.0)
+# The |log error| of a family the calibration did not check, priced by the shipped model:
+# validate calibration's median uncalibrated MAPE per (device, family) is 0.24-0.32.
+DEFAULT_KERNEL_ERROR = 0.25
 _BISECTIONS = 14  # log2(1e4) / 2^-14: the speed to within 0.06%
 
 
@@ -47,8 +66,24 @@ def _options(steps: StepMeasurements, step: StepMeasurement, hardware: dict[str,
     return out
 
 
+def _forecast(options: dict[str, Any], host_speed: float) -> StepResult:
+    return run(StepRequest.from_options(options, host_speed=host_speed))
+
+
 def _forecast_s(options: dict[str, Any], host_speed: float) -> float:
-    return run(StepRequest.from_options(options, host_speed=host_speed)).time_s
+    return _forecast(options, host_speed).time_s
+
+
+def _kernel_error(result: StepResult, dtype: str, errors: Mapping[str, float]) -> float:
+    """The step's kernel |log error|: its families' errors (`errors`, keyed family/dtype)
+    weighted by their seconds in the forecast."""
+    seconds = {k.removeprefix("family."): v for k, v in result.step.breakdown().items()
+               if k.startswith("family.") and v > 0}
+    total = sum(seconds.values())
+    if not total:
+        return DEFAULT_KERNEL_ERROR
+    return sum(t * errors.get(f"{f}/{dtype}", DEFAULT_KERNEL_ERROR)
+               for f, t in seconds.items()) / total
 
 
 def _speed_for(options: dict[str, Any], measured_s: float) -> float:
@@ -78,7 +113,7 @@ class HostFit:
     """The fitted host speed of a stack on this device (1 when the check kept the stack's
     host model), and per step: measured seconds, the forecast without the user calibration,
     with its kernels alone (host speed 1), with the fitted speed (in sample) and with the
-    speed chosen on the other steps (held out)."""
+    speed estimated from the other steps (held out), its own speed and host share."""
 
     stack: str
     host_speed: float
@@ -87,6 +122,7 @@ class HostFit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"stack": self.stack, "host_speed": self.host_speed, "fitted": self.kept,
+                "prior_spread": HOST_PRIOR_SPREAD,
                 "steps": list(self.steps)}
 
 
@@ -98,38 +134,43 @@ def _log_errors(forecast: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return np.abs(np.log(forecast / measured))
 
 
-def _best(errors: np.ndarray, candidates: np.ndarray, steps: np.ndarray) -> int:
-    """The candidate speed whose forecasts of `steps` have the least total |log error|."""
-    return int(np.argmin(errors[np.ix_(candidates, steps)].sum(axis=1)))
+def _estimate(log_own: np.ndarray, precision: np.ndarray, prior_precision: float) -> float:
+    """The posterior mean log speed: the steps' log speeds and the prior's 0, each weighted
+    by its precision."""
+    return float(np.sum(precision * log_own) / (prior_precision + np.sum(precision)))
 
 
-def fit_host_speed(steps: StepMeasurements, calibration: Path,
-                   hardware: dict[str, Any]) -> HostFit:
+def fit_host_speed(steps: StepMeasurements, calibration: Path, hardware: dict[str, Any],
+                   kernel_errors: Mapping[str, float] | None = None) -> HostFit:
     """Fit the host speed of `steps.stack` on the device (`hardware`: step's `gpu` or
-    `device_spec` option) given the kernel calibration file just written.
+    `device_spec` option) given the kernel calibration file just written and the held-out
+    mean |log error| of each family/dtype it checked (`kernel_errors`).
 
-    Each step's own speed (bisection) is a candidate, and so is 1 (the stack's host model
-    as shipped); the fit is the candidate with the least total |log error| over the steps.
-    Leave-one-step-out: each step forecast with the candidate chosen on the others (its own
-    speed excluded). The fit is kept only when that held-out error beats speed 1; else the
-    calibration keeps the stack's host model (host speed 1) and says so."""
+    The fit is the precision-weighted mean of the steps' log speeds and the prior (module
+    docstring). Leave-one-step-out: each step forecast with the speed estimated from the
+    others. The fit is kept only when those held-out forecasts have less total |log error|
+    than speed 1; else the calibration keeps the stack's host model (host speed 1) and says
+    so."""
     options = [_options(steps, s, hardware, calibration) for s in steps.steps]
     measured = np.array([s.measured_s for s in steps.steps])
     own = np.array([_speed_for(o, m) for o, m in zip(options, measured, strict=True)])
-    speeds = np.append(own, 1.0)  # the last candidate: the stack's host model as shipped
-    forecast = np.array([[_forecast_s(o, v) for o in options] for v in speeds])
-    errors = _log_errors(forecast, measured[None, :])
+    base = [_forecast(o, 1.0) for o in options]
+    at_one = np.array([b.time_s for b in base])
+    hostless = np.array([_forecast_s(o, HOST_SPEED_RANGE[1]) for o in options])
+    share = np.clip(1.0 - hostless / at_one, 0.0, 1.0)  # of the step at speed 1
+    sigma = np.array([max(_kernel_error(b, steps.dtype, kernel_errors or {}), 1e-3)
+                      for b in base])
+    precision = (share / sigma) ** 2
+    prior = 1.0 / HOST_PRIOR_SPREAD ** 2
+    log_own = np.log(own)
     n = len(measured)
-    held = np.empty(n)
-    for i in range(n):
-        others = np.delete(np.arange(n), i)
-        if not len(others):
-            held[i] = forecast[-1, i]
-            continue
-        pick = np.append(others, n)  # the others' speeds and speed 1, never step i's own
-        held[i] = forecast[pick[_best(errors, pick, others)], i]
-    keep = _log_errors(held, measured).sum() < errors[-1].sum()
-    chosen = _best(errors, np.arange(n + 1), np.arange(n)) if keep else n
+    held_speed = np.array([_clip(math.exp(_estimate(np.delete(log_own, i),
+                                                    np.delete(precision, i), prior)))
+                           for i in range(n)]) if n > 1 else np.ones(n)
+    held = np.array([_forecast_s(o, v) for o, v in zip(options, held_speed, strict=True)])
+    keep = n > 1 and _log_errors(held, measured).sum() < _log_errors(at_one, measured).sum()
+    speed = _clip(math.exp(_estimate(log_own, precision, prior))) if keep else 1.0
+    fitted = np.array([_forecast_s(o, speed) for o in options]) if keep else at_one
     rows = []
     for i, step in enumerate(steps.steps):
         uncalibrated = _forecast_s(_options(steps, step, hardware, None), 1.0)
@@ -138,10 +179,12 @@ def fit_host_speed(steps: StepMeasurements, calibration: Path,
             "mode": step.mode, "runner": step.runner, "batch": step.batch,
             "seq_len": step.seq_len, "context": step.context, "measured_s": m,
             "quiet": step.quiet, "uncalibrated_s": uncalibrated,
-            "kernels_only_s": float(forecast[-1, i]), "fitted_s": float(forecast[chosen, i]),
+            "kernels_only_s": float(at_one[i]), "fitted_s": float(fitted[i]),
             "held_out_s": float(held[i]) if n > 1 else None,
             "uncalibrated_error": _error(uncalibrated, m),
-            "kernels_only_error": _error(float(forecast[-1, i]), m),
+            "kernels_only_error": _error(float(at_one[i]), m),
             "held_out_error": _error(float(held[i]), m) if n > 1 else None,
-            "own_host_speed": float(own[i])})
-    return HostFit(steps.stack, float(speeds[chosen]), tuple(rows), bool(keep))
+            "own_host_speed": float(own[i]), "host_share": float(share[i]),
+            "kernel_error": float(sigma[i]),
+            "held_out_host_speed": float(held_speed[i]) if n > 1 else None})
+    return HostFit(steps.stack, speed, tuple(rows), bool(keep))

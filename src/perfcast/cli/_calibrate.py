@@ -22,16 +22,22 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
+def _logs(base: float | None, calibrated: float | None) -> str:
+    """Shipped -> calibrated held-out mean |log error| (the check's second measure)."""
+    return "—" if base is None or calibrated is None else f"{base:.3f} → {calibrated:.3f}"
+
+
 def _print(result: CalibrateResult) -> None:
     table = Table(title=f"perfcast calibrate: {len(result.rows)} rows of {result.device.name}"
                   f" (stack {result.stack or 'none: numpy kernels'})")
     for col in ("family", "rows", "folds", "shipped held-out", "calibrated held-out",
-                "in-sample", "kept"):
+                "in-sample", "held-out |log|", "kept"):
         table.add_column(col, justify="left" if col in ("family", "kept") else "right",
                          no_wrap=True)
     for c in result.result.checks:
         table.add_row(c.key, str(c.rows), str(c.folds), _pct(c.base_mape),
-                      _pct(c.calibrated_mape), _pct(c.in_sample_mape), c.status)
+                      _pct(c.calibrated_mape), _pct(c.in_sample_mape),
+                      _logs(c.base_log_error, c.calibrated_log_error), c.status)
     console = new_console()
     console.print(table)
     if result.host is not None:
@@ -46,6 +52,10 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1e3:,.2f}"
 
 
+def _speed(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
 def _print_host(console, result: CalibrateResult) -> None:
     host = result.host
     how = ("fitted" if host.kept else "the stack's own: a fitted speed did not beat it on "
@@ -53,14 +63,15 @@ def _print_host(console, result: CalibrateResult) -> None:
     table = Table(title=f"whole steps ({host.stack}): host speed {host.host_speed:.3g} "
                   f"({how})")
     for col in ("step", "measured ms", "uncalibrated ms", "kernels calibrated ms",
-                "held-out ms", "held-out error"):
+                "host share", "own speed", "held-out speed", "held-out ms", "held-out error"):
         table.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
     for s in host.steps:
         shape = (f"{s['batch']}x ctx {s['context']}" if s["mode"] == "decode"
                  else f"{s['batch']}x{s['seq_len']}" if s["seq_len"] else f"{s['batch']}")
         table.add_row(f"{s['mode']} {shape}", _ms(s["measured_s"]), _ms(s["uncalibrated_s"]),
-                      _ms(s["kernels_only_s"]), _ms(s["held_out_s"]),
-                      _pct(s["held_out_error"]))
+                      _ms(s["kernels_only_s"]), _pct(s["host_share"]),
+                      f"{s['own_host_speed']:.3g}", _speed(s["held_out_host_speed"]),
+                      _ms(s["held_out_s"]), _pct(s["held_out_error"]))
     console.print(table)
 
 

@@ -44,6 +44,7 @@ from perfcast.errors import InputError
 from perfcast.kernels._calibration import (
     DEFAULT_OP,
     PhysicsModel,
+    _distinct_rows,
     as_default_kernels,
     measurement_ops,
 )
@@ -408,7 +409,7 @@ class LearnedTimeModel:
         fallback prices only those rows). Identical rows (one kernel in many layers or
         configurations) are priced once."""
         timing = _timing(ops, timing)
-        first, codes = _distinct_rows(ops, timing)
+        codes, first = _distinct_rows(ops, timing)
         if len(first) < len(ops):
             return self._times(ops.iloc[first], device, timing[first])[codes]
         return self._times(ops, device, timing)
@@ -448,19 +449,6 @@ class LearnedTimeModel:
 def _timing(ops: pd.DataFrame, timing: np.ndarray | None) -> np.ndarray:
     return (np.full(len(ops), "cuda_graph", dtype=object) if timing is None
             else np.asarray(timing, dtype=object))
-
-
-_PRICED_COLUMNS = ["op", "family", "b", "m", "n", "k", "flops", "bytes_read", "bytes_written",
-                   "dtype"]
-
-
-def _distinct_rows(ops: pd.DataFrame, timing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(index of each distinct priced row's first occurrence, each row's distinct-row code):
-    rows equal in every column a kernel's price depends on, and in timing."""
-    keys = ops[_PRICED_COLUMNS].assign(timing=timing)
-    codes = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
-    _, first = np.unique(codes, return_index=True)
-    return first, codes
 
 
 def _canonical_ops(ops: pd.DataFrame, known: list[str]) -> pd.DataFrame:

@@ -161,30 +161,49 @@ def fit_host_speed(steps: StepMeasurements, calibration: Path, hardware: dict[st
     sigma = np.array([max(_kernel_error(b, steps.dtype, kernel_errors or {}), 1e-3)
                       for b in base])
     precision = (share / sigma) ** 2
-    prior = 1.0 / HOST_PRIOR_SPREAD ** 2
-    log_own = np.log(own)
-    n = len(measured)
-    held_speed = np.array([_clip(math.exp(_estimate(np.delete(log_own, i),
-                                                    np.delete(precision, i), prior)))
-                           for i in range(n)]) if n > 1 else np.ones(n)
+    held_speed = _held_out_speeds(np.log(own), precision)
     held = np.array([_forecast_s(o, v) for o, v in zip(options, held_speed, strict=True)])
-    keep = n > 1 and _log_errors(held, measured).sum() < _log_errors(at_one, measured).sum()
-    speed = _clip(math.exp(_estimate(log_own, precision, prior))) if keep else 1.0
+    keep = len(measured) > 1 and (_log_errors(held, measured).sum()
+                                  < _log_errors(at_one, measured).sum())
+    speed = _speed(np.log(own), precision) if keep else 1.0
     fitted = np.array([_forecast_s(o, speed) for o in options]) if keep else at_one
-    rows = []
-    for i, step in enumerate(steps.steps):
-        uncalibrated = _forecast_s(_options(steps, step, hardware, None), 1.0)
-        m = float(measured[i])
-        rows.append({
-            "mode": step.mode, "runner": step.runner, "batch": step.batch,
-            "seq_len": step.seq_len, "context": step.context, "measured_s": m,
-            "quiet": step.quiet, "uncalibrated_s": uncalibrated,
-            "kernels_only_s": float(at_one[i]), "fitted_s": float(fitted[i]),
-            "held_out_s": float(held[i]) if n > 1 else None,
-            "uncalibrated_error": _error(uncalibrated, m),
-            "kernels_only_error": _error(float(at_one[i]), m),
-            "held_out_error": _error(float(held[i]), m) if n > 1 else None,
-            "own_host_speed": float(own[i]), "host_share": float(share[i]),
-            "kernel_error": float(sigma[i]),
-            "held_out_host_speed": float(held_speed[i]) if n > 1 else None})
-    return HostFit(steps.stack, speed, tuple(rows), bool(keep))
+    columns = {"measured_s": measured, "kernels_only_s": at_one, "fitted_s": fitted,
+               "held_out_s": held, "own_host_speed": own, "host_share": share,
+               "kernel_error": sigma, "held_out_host_speed": held_speed}
+    rows = tuple(_step_row(steps, i, hardware, {k: float(v[i]) for k, v in columns.items()})
+                 for i in range(len(measured)))
+    return HostFit(steps.stack, speed, rows, bool(keep))
+
+
+def _speed(log_own: np.ndarray, precision: np.ndarray) -> float:
+    """The estimate from these steps (the posterior mean under the prior)."""
+    return _clip(math.exp(_estimate(log_own, precision, 1.0 / HOST_PRIOR_SPREAD ** 2)))
+
+
+def _held_out_speeds(log_own: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    """Each step's speed estimated from the other steps (1, the prior's, for a lone step)."""
+    n = len(log_own)
+    if n < 2:
+        return np.ones(n)
+    return np.array([_speed(np.delete(log_own, i), np.delete(precision, i))
+                     for i in range(n)])
+
+
+def _step_row(steps: StepMeasurements, i: int, hardware: dict[str, Any],
+              values: dict[str, float]) -> dict[str, Any]:
+    """One step of HostFit.steps: its shape, the forecasts and errors, its readings."""
+    step, m = steps.steps[i], values["measured_s"]
+    uncalibrated = _forecast_s(_options(steps, step, hardware, None), 1.0)
+    alone = len(steps.steps) < 2  # nothing to hold it out against
+    return {
+        "mode": step.mode, "runner": step.runner, "batch": step.batch,
+        "seq_len": step.seq_len, "context": step.context, "measured_s": m,
+        "quiet": step.quiet, "uncalibrated_s": uncalibrated,
+        "kernels_only_s": values["kernels_only_s"], "fitted_s": values["fitted_s"],
+        "held_out_s": None if alone else values["held_out_s"],
+        "uncalibrated_error": _error(uncalibrated, m),
+        "kernels_only_error": _error(values["kernels_only_s"], m),
+        "held_out_error": None if alone else _error(values["held_out_s"], m),
+        "own_host_speed": values["own_host_speed"], "host_share": values["host_share"],
+        "kernel_error": values["kernel_error"],
+        "held_out_host_speed": None if alone else values["held_out_host_speed"]}

@@ -86,10 +86,11 @@ def _kernel_error(result: StepResult, dtype: str, errors: Mapping[str, float]) -
                for f, t in seconds.items()) / total
 
 
-def _speed_for(options: dict[str, Any], measured_s: float) -> float:
-    """The host speed whose forecast equals `measured_s` (clipped to HOST_SPEED_RANGE)."""
+def _speed_for(options: dict[str, Any], measured_s: float, fastest_s: float) -> float:
+    """The host speed whose forecast equals `measured_s` (clipped to HOST_SPEED_RANGE);
+    `fastest_s`: the forecast at the range's fast end, which the caller already has."""
     slow, fast = HOST_SPEED_RANGE
-    if _forecast_s(options, fast) >= measured_s:
+    if fastest_s >= measured_s:
         return fast
     if _forecast_s(options, slow) <= measured_s:
         return slow
@@ -153,10 +154,11 @@ def fit_host_speed(steps: StepMeasurements, calibration: Path, hardware: dict[st
     so."""
     options = [_options(steps, s, hardware, calibration) for s in steps.steps]
     measured = np.array([s.measured_s for s in steps.steps])
-    own = np.array([_speed_for(o, m) for o, m in zip(options, measured, strict=True)])
     base = [_forecast(o, 1.0) for o in options]
     at_one = np.array([b.time_s for b in base])
     hostless = np.array([_forecast_s(o, HOST_SPEED_RANGE[1]) for o in options])
+    own = np.array([_speed_for(o, m, f)
+                    for o, m, f in zip(options, measured, hostless, strict=True)])
     share = np.clip(1.0 - hostless / at_one, 0.0, 1.0)  # of the step at speed 1
     sigma = np.array([max(_kernel_error(b, steps.dtype, kernel_errors or {}), 1e-3)
                       for b in base])

@@ -70,7 +70,7 @@ def _print_host(console, result: CalibrateResult) -> None:
                  else f"{s['batch']}x{s['seq_len']}" if s["seq_len"] else f"{s['batch']}")
         table.add_row(f"{s['mode']} {shape}", _ms(s["measured_s"]), _ms(s["uncalibrated_s"]),
                       _ms(s["kernels_only_s"]), _pct(s["host_share"]),
-                      f"{s['own_host_speed']:.3g}", _speed(s["held_out_host_speed"]),
+                      _speed(s["own_host_speed"]), _speed(s["held_out_host_speed"]),
                       _ms(s["held_out_s"]), _pct(s["held_out_error"]))
     console.print(table)
 

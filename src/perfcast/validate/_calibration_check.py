@@ -38,6 +38,8 @@ from perfcast.kernels import (
 from perfcast.kernels._calibration import kernel_rows
 from perfcast.kernels._target import (
     CALIBRATED,
+    LOG_MIN_GAIN,
+    MIN_GAIN,
     DeviceCalibration,
     FamilyCheck,
     calibrate_device,
@@ -272,8 +274,8 @@ def calibration_markdown(rows: pd.DataFrame, summary: pd.DataFrame, size: CheckS
         "dtype, drawn at random: the full run of all three stores then takes about ten "
         "minutes on two cores); `calibrated` is `perfcast calibrate`'s fit "
         "(`kernels.calibrate_device`: each family x dtype 5-fold checked against the base "
-        "on the 10% sample, kept only where better: MAPE by 2%, or mean |log error| by 10% "
-        "with MAPE no worse) on a random 10% of the device's rows "
+        f"on the 10% sample, kept only where better: MAPE by {MIN_GAIN:.0%}, or mean |log "
+        f"error| by {LOG_MIN_GAIN:.0%} with MAPE no worse) on a random 10% of the device's rows "
         f"(drawn from {drawn}); `unchecked` is the same sample without the check "
         "(`add_target_corrections`, what calibrate did before); `roofline` is the plain "
         f"spec-sheet roofline. Every method is scored on {scored} (seed {seed}).", "",

@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from perfcast.validate import MULTI_NODE_POOLED
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 MARKER = re.compile(r"<!-- fig:(?P<name>[a-z0-9_]+) -->(?P<value>.*?)<!-- /fig -->")
 
@@ -94,7 +96,8 @@ COLLECTIVE_ROWS = {
     "held_out_source": ("held-out:source", ("allreduce",), (), "nccl"),
     "held_out_device": ("held-out:device", ALL_OPS, PCIE_BOXES, "nccl"),
     "held_out_generation": ("held-out:generation", ALL_OPS, PCIE_BOXES, "nccl"),
-    "multi_node": ("held-out:multi-node", ("allreduce",), (), "nccl:fabric-nic-per-node"),
+    "multi_node": ("held-out:multi-node", ("allreduce",), (MULTI_NODE_POOLED,),
+                   "nccl:fabric-nic-per-node"),
 }
 REGIMES = ("small", "medium", "large")
 
@@ -281,7 +284,7 @@ def collectives_from_payload(payload: dict) -> dict[str, str]:
     pcie = [value for value in pcie if value is not None]
     figures["collectives_pcie_gap"] = _pct_range(pcie)
     figures["collectives_multi_node_spec"] = _pct(_pooled(
-        pick("held-out:multi-node", ("allreduce",), (), "nccl", "all")), 0)
+        pick("held-out:multi-node", ("allreduce",), (MULTI_NODE_POOLED,), "nccl", "all")), 0)
     return figures
 
 

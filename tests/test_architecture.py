@@ -96,7 +96,7 @@ PUBLIC = {
         "summarise_calibration", "validate_calibration",
         "KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",
         "kernels_report", "models_report", "serving_report", "training_report",
-        "COLLECTIVE_SPLITS", "collective_table7", "validate_collectives",
+        "COLLECTIVE_SPLITS", "MULTI_NODE_POOLED", "collective_table7", "validate_collectives",
         "disagg_point", "load_disagg_points",
         "MODEL_TARGET_MAPE", "TARGETS", "KernelSplit", "forecast_model_label", "gemm_baseline",
         "gemm_ops", "kernel_residuals", "kernel_splits", "load_gemm_slice",

@@ -136,6 +136,40 @@ def test_per_flow_limit_grows_with_gpus_per_node_until_the_adapters_cap_it():
     assert size / p2p[0] == pytest.approx(flow, rel=0.01)
 
 
+def _ring_slope(cluster, n, sizes):
+    """Seconds per byte of bus traffic between two all-reduce sizes (latency cancels)."""
+    t = NcclModel("ring").collective_times(np.array(["allreduce"] * 2, dtype=object),
+                                           np.asarray(sizes, dtype=float),
+                                           np.array([float(n)] * 2), cluster)
+    return (t[1] - t[0]) / (2 * (n - 1) / n * (sizes[1] - sizes[0]))
+
+
+def test_a_measured_flow_runs_one_stream_until_chunks_cover_its_bandwidth_delay_product():
+    """Two DGX A100 nodes, 8 GPUs each, network described by a 7.5 GB/s flow: while each GPU's
+    step chunk (S/16) is under the flow's bandwidth-delay product the node drives one stream
+    (the flow x DUPLEX_FLOW); once chunks cover 8 products all 8 streams run, capped by the
+    adapters. The spec network (no flow) runs 8 streams at every size."""
+    box = get_cluster("dgx-a100", 16)
+    flow = with_fabric(box, flow_bandwidth_bps=7.5e9)
+    small = [16 * 2e3, 16 * 4e3]  # chunks of 2-4 kB: far under 7.5 GB/s x ~20 us
+    assert 1 / _ring_slope(flow, 16, small) == pytest.approx(7.5e9 * DUPLEX_FLOW, rel=0.02)
+    large = [16 * 4e7, 16 * 8e7]
+    assert 1 / _ring_slope(flow, 16, large) == pytest.approx(
+        min(8 * 7.5e9 * DUPLEX_FLOW, 8 * 25e9), rel=0.02)
+    spec_small = 1 / _ring_slope(box, 16, small)
+    assert spec_small > 4 * 7.5e9 * DUPLEX_FLOW  # no ramp without a measured flow
+
+
+def test_between_one_and_g_streams_a_ring_all_reduce_takes_the_same_time():
+    """Each doubling of the chunk doubles the streams while 1 < chunk / bdp < g, so the
+    network's time stays put (flows x flow rate grows as fast as the bytes)."""
+    flow = with_fabric(get_cluster("dgx-a100", 16), flow_bandwidth_bps=7.5e9)
+    t = NcclModel("ring").collective_times(np.array(["allreduce"] * 2, dtype=object),
+                                           np.array([16 * 4e5, 16 * 8e5]),
+                                           np.array([16.0, 16.0]), flow)
+    assert t[1] == pytest.approx(t[0], rel=1e-9)
+
+
 @settings(max_examples=40, deadline=None)
 @given(nodes=st.integers(1, 64), preset=st.sampled_from(["dgx-a100", "dgx-h100", "hgx-b200"]),
        flow=st.one_of(st.none(), st.floats(1e9, 2.5e10)))

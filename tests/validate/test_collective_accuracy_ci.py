@@ -79,7 +79,7 @@ def test_multi_node_fabric_from_send_recv_beats_the_spec_network_and_alpha_beta(
     baseline with one adapter a node."""
     whole = rows[(rows["split"] == "held-out:multi-node") & rows["group"].eq("allreduce/all")]
     wide = whole.pivot_table(index="device", columns="method", values="mape")
-    assert len(wide) == 4  # 2, 4, 8, 16 GPUs over 2 nodes
+    assert len(wide) == 5  # 2, 4, 8, 16 GPUs over 2 nodes, and the four pooled
     for method in ("nccl:fabric-nic-per-gpu", "nccl:fabric-nic-per-node"):
         assert (wide[method] < wide["nccl"]).all(), wide
     # one adapter a node; with one per GPU, 16 GPUs stay behind alpha-beta (0.70 vs 0.56)

@@ -8,6 +8,14 @@ link gives one), the node's adapters at most their rate, cut by the leaf-to-spin
 the group spans more nodes than one leaf reaches; a ring that crosses nodes moves, per node
 and direction, as many bytes as each GPU does inside it (NCCL spreads its channels over the
 node's NICs), so its rate is min(intra, A).
+
+A network described by a measured flow (flow_bandwidth_bps: a user's send/recv measurement)
+also limits how many of those g streams run at once: a stream reaches its flow rate only with
+a flow's bandwidth-delay product in flight (flow x the network's point-to-point latency), and
+each GPU has one step's chunk in flight (S/N in a ring), so a node drives
+clip(chunk / bdp, 1, g) flows (Vidur's 2-node A100 all-reduce: the measured bus bandwidth
+grows with S/N, not S, up to the adapter; its send/recv alone sets bdp). A spec-sheet network
+(no flow) keeps g streams at every size.
 """
 
 from __future__ import annotations
@@ -70,9 +78,10 @@ class Levels:
         self.multi = (self.n > per_node) & (inter is not None)
         self.g = np.where(self.multi, float(per_node), self.n)
         self.k = np.where(self.multi, np.ceil(self.n / per_node), 1.0)
+        self.bdp = None
         if inter is None:
             self.base_x, self.alpha_x, self.net_gpu, self.sharp = 0.0, 0.0, np.inf, False
-            self.net_node = np.full(len(self.n), np.inf)
+            self.net_cap = np.full(len(self.n), np.inf)
             self.net_pair = np.full(len(self.n), np.inf)
         else:
             self.base_x, self.alpha_x, self.sharp = (inter.collective_base_s, inter.latency_s,
@@ -81,11 +90,19 @@ class Levels:
             flow = inter.flow_bandwidth_bps
             self.net_gpu = port if flow is None else flow * DUPLEX_FLOW
             taper = _spine_taper(inter.oversubscription, inter.nodes_per_leaf, self.k)
-            nics = np.ceil(self.g / inter.gpus_per_nic)
-            node = np.minimum(self.g * self.net_gpu, nics * port / taper)
-            self.net_node = np.where(self.multi, node, np.inf)
+            self.net_cap = np.where(self.multi, np.ceil(self.g / inter.gpus_per_nic) * port
+                                    / taper, np.inf)
             self.net_pair = np.minimum(port if flow is None else flow, port / taper)
+            if flow is not None:
+                self.bdp = flow * (self.p2p_base + self.base_x + self.alpha_x)
         self.ceiling = self.fit.ceiling_for(self.g) if self.fit else None
+
+    def net_node(self, chunk: np.ndarray) -> np.ndarray:
+        """Network bytes/s of one node (inf on one node) while each of its GPUs has `chunk`
+        bytes of one step in flight: min(flows x each GPU's flow, the adapters' rate), with
+        g flows, or clip(chunk / bdp, 1, g) on a network described by a measured flow."""
+        flows = self.g if self.bdp is None else np.clip(chunk / self.bdp, 1.0, self.g)
+        return np.where(self.multi, np.minimum(flows * self.net_gpu, self.net_cap), np.inf)
 
     def eta(self, traffic: np.ndarray, pair: bool = False) -> np.ndarray | float:
         """Intra-node bus efficiency of rows whose GPUs each send `traffic` bytes, in a group
@@ -103,9 +120,9 @@ class Levels:
         t = self.base_i + steps * self.alpha_i + traffic / (self.bw_i * self.eta(traffic))
         return np.where(self.g > 1, t, 0.0)
 
-    def _net_share(self) -> np.ndarray:
-        """Network bytes/s of one GPU while every GPU of its node sends."""
-        return self.net_node / self.g
+    def _net_share(self, chunk: np.ndarray) -> np.ndarray:
+        """Network bytes/s of one GPU while every GPU of its node sends `chunk` a step."""
+        return self.net_node(chunk) / self.g
 
     def ring(self, code: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Flat ring over all N GPUs (Patarasuk & Yuan 2009): all-reduce sends 2(N-1)/N of the
@@ -118,7 +135,7 @@ class Levels:
         frac = _RING_SHARE[code] * (n - 1) / n + _RING_WHOLE[code]
         steps = _RING_STEPS[code] * (n - 1)
         traffic = frac * size
-        rate = np.minimum(self.bw_i * self.eta(traffic), self.net_node)
+        rate = np.minimum(self.bw_i * self.eta(traffic), self.net_node(size / n))
         hops = _RING_STEPS[code] * (self.k - 1)  # steps that cross the network
         alphas = (steps - hops) * self.alpha_i + hops * self.alpha_x
         return self.base_i + self.multi * self.base_x + alphas + traffic / rate
@@ -127,14 +144,15 @@ class Levels:
         """Double binary tree (NCCL 2.4): a chain inside each node, binary trees across nodes;
         each GPU and each node sends 2S (reduce up, broadcast down, pipelined)."""
         traffic = 2 * size
-        rate = np.minimum(self.bw_i * self.eta(traffic), self.net_node)
+        rate = np.minimum(self.bw_i * self.eta(traffic), self.net_node(size / self.n))
         hops = 2 * (self.g - 1) * self.alpha_i + 2 * np.ceil(np.log2(self.k)) * self.alpha_x
         return self.base_i + self.multi * self.base_x + hops + traffic / rate
 
     def _inter(self, code: np.ndarray, shard: np.ndarray) -> np.ndarray:
         """The network phase of a hierarchical collective: k nodes, `shard` bytes per GPU,
         every GPU through its share of its node's NICs (ring, or tree for all-reduce)."""
-        k, rate = self.k, self._net_share()
+        k = self.k
+        rate = self._net_share(shard / k)
         frac = np.where(code == AR, 2 * (k - 1) / k, (k - 1) / k)
         steps = np.where(code == AR, 2 * (k - 1), k - 1)
         ring = steps * self.alpha_x + frac * shard / rate
@@ -175,13 +193,14 @@ class Levels:
             return np.full(len(size), np.inf)
         g = self.g
         node = self.intra_phase((g - 1) / g, g - 1, size)
-        net = self.base_x + self.alpha_x + size / g / (COLLNET_EFFICIENCY * self._net_share())
+        shard = size / g
+        net = self.base_x + self.alpha_x + shard / (COLLNET_EFFICIENCY * self._net_share(shard))
         return np.where(self.multi, 2 * node + net, np.inf)
 
     def subset(self, rows: np.ndarray) -> Levels:
         """The same cluster terms for the rows at integer positions `rows`."""
         sub = copy.copy(self)
-        for name in ("n", "multi", "g", "k", "net_node", "net_pair", "ceiling"):
+        for name in ("n", "multi", "g", "k", "net_cap", "net_pair", "ceiling"):
             value = getattr(self, name)
             if value is not None:
                 setattr(sub, name, value.take(rows))
@@ -193,7 +212,7 @@ class Levels:
         n, g = self.n, self.g
         local = (g - 1) / n * size
         inside = local / (self.bw_i * self.eta(local))
-        across = g * (n - g) / n * size / self.net_node
+        across = g * (n - g) / n * size / self.net_node(size / n)
         alphas = (g - 1) * self.alpha_i + (n - g) * self.alpha_x
         return self.base_i + self.multi * self.base_x + alphas + np.maximum(inside, across)
 

@@ -17,7 +17,8 @@ Splits (what the forecast has seen of the rows it is judged on):
   scored): as every adapter's rate (nccl:p2p-network, one adapter per GPU;
   nccl:p2p-network-shared, one per node) or as each GPU's flow through the preset's HDR
   adapters (nccl:fabric-nic-per-gpu, one per GPU; nccl:fabric-nic-per-node, one shared per
-  node), and 2-node send/recv on the spec network; multi_node_by_size() per message size.
+  node), per group size and pooled over 2-16 GPUs (device a100-sxm4-80gb/2-16gpu), and
+  2-node send/recv on the spec network; multi_node_by_size() per message size.
 Methods: nccl (NcclModel auto), ring_alphabeta (RingAlphaBeta on the preset's fitted
 constants) and spec_alphabeta (ring bytes over the spec link bandwidth plus 10 us,
 AIConfigurator systems/*.yaml p2p_latency: nothing fitted).
@@ -34,7 +35,7 @@ from perfcast.measure import query
 from perfcast.progress import ProgressFn
 from perfcast.specs import Cluster, cluster_for, get_cluster, get_device
 
-__all__ = ["COLLECTIVE_SPLITS", "collective_table7", "validate_collectives"]
+__all__ = ["COLLECTIVE_SPLITS", "MULTI_NODE_POOLED", "collective_table7", "validate_collectives"]
 
 COLLECTIVE_SPLITS = ("fit", "held-out:op", "held-out:device", "held-out:generation",
                      "held-out:source", "fit:p2p", "held-out:multi-node")
@@ -187,17 +188,20 @@ def _multi_node_rows() -> pd.DataFrame:
     return pd.concat(priced, ignore_index=True)
 
 
+MULTI_NODE_POOLED = "a100-sxm4-80gb/2-16gpu"
 MULTI_NODE_METHODS = ("nccl", "nccl:p2p-network", "nccl:p2p-network-shared",
                       "nccl:fabric-nic-per-gpu", "nccl:fabric-nic-per-node", "spec_alphabeta")
 
 
 def _multi_node_split() -> list[dict]:
+    """Per group size (a100-sxm4-80gb/<n>gpu) and over every group size at once
+    (MULTI_NODE_POOLED: each size regime's rows of 2 to 16 GPUs together), then send/recv."""
     out = []
     priced = _multi_node_rows()
-    for n, sel in priced.groupby("n", sort=True):
+    groups = [(f"a100-sxm4-80gb/{int(n)}gpu", sel) for n, sel in priced.groupby("n", sort=True)]
+    for device, sel in [*groups, (MULTI_NODE_POOLED, priced)]:
         for method in MULTI_NODE_METHODS:
-            out += _score(sel, sel[method].to_numpy(), "held-out:multi-node",
-                          f"a100-sxm4-80gb/{int(n)}gpu", method)
+            out += _score(sel, sel[method].to_numpy(), "held-out:multi-node", device, method)
     for folder, device in VIDUR_DEVICES.items():
         cluster = _two_nodes(cluster_for(get_device(device), 16), 1)
         sel = _vidur("sendrecv", f"nccl:{folder}:2nodes")

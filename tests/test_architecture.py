@@ -78,7 +78,8 @@ PUBLIC = {
                       "ring_traffic_factor",
                       "ALGORITHMS", "LinkFit", "NcclModel", "algorithm_choice",
                       "bus_bandwidth_factor", "default_collective_model", "fit_link", "fit_p2p",
-                      "nvls_note", "one_shot_times", "shipped_link_fits"},
+                      "network_from_sendrecv", "nvls_note", "one_shot_times",
+                      "shipped_link_fits"},
     "perfcast.compose": {
         "BatchStats", "ServingStepModel",
         "DDP_BUCKET_BYTES", "EAGER_DISPATCH_S", "HOST_PROFILES", "Execution",

@@ -70,6 +70,18 @@ def test_resolve_parses_the_size_and_spreads_the_nodes():
     ({"op": "allreduce", "gpu": "h100-sxm", "bytes": "12 parsecs"}, "bytes", "cannot read"),
     ({"op": "allgather", "gpu": "h100-sxm", "algorithm": "tree"}, "algorithm",
      "tree does not price"),
+    ({"op": "allreduce", "cluster": "dgx-a100", "nodes": 2, "sendrecv_gbps": 7.8},
+     "sendrecv_latency_us", "needs both"),
+    ({"op": "allreduce", "cluster": "dgx-a100", "nodes": 2, "sendrecv_latency_us": 3,
+      "sendrecv_gbps": 7.8}, "sendrecv_latency_us", "cannot be negative"),
+    ({"op": "allreduce", "cluster": "dgx-a100", "nodes": 2, "sendrecv_latency_us": 30,
+      "sendrecv_gbps": 70}, "sendrecv_gbps", "outrun its adapter"),
+    ({"op": "allreduce", "cluster": "dgx-a100", "gpus_per_nic": 2}, "gpus_per_nic",
+     "never crossed"),
+    ({"op": "allreduce", "cluster": "dgx-a100", "sharp": True}, "sharp", "never crossed"),
+    ({"op": "allreduce", "cluster": "pcie-a100-40gb-x4", "num_gpus": 4, "nodes": 1,
+      "sendrecv_latency_us": 30, "sendrecv_gbps": 7.8}, "sendrecv_latency_us",
+     "never crossed"),
 ])
 def test_bad_input_names_the_option(options, field, text):
     with pytest.raises(InputError) as err:
@@ -101,3 +113,24 @@ def test_a_misspelt_collective_is_still_refused():
     with pytest.raises(InputError, match="unknown collective 'allreducee'"):
         run(CollectiveRequest.from_options({"op": "allreducee", "num_gpus": 8,
                                             "bytes": "64MB", "gpu": "h100-sxm"}))
+
+
+def test_the_network_measured_by_send_recv_is_what_a_two_node_send_recv_gives_back():
+    """--sendrecv-latency-us / --sendrecv-gbps describe the network; a 2-node send/recv
+    priced on it takes that latency at 1 byte and runs at that rate for large messages, and
+    the payload says which network was priced."""
+    given = {"cluster": "dgx-a100", "nodes": 2, "sendrecv_latency_us": 29.0,
+             "sendrecv_gbps": 7.8}
+    tiny = run(CollectiveRequest.from_options(op="sendrecv", num_gpus=2, bytes="1", **given))
+    assert tiny.time_s == pytest.approx(29e-6, rel=1e-3)
+    big = run(CollectiveRequest.from_options(op="sendrecv", num_gpus=2, bytes="8GB", **given))
+    assert big.algbw_gbps == pytest.approx(7.8, rel=1e-3)
+    net = big.payload()["network"]
+    assert net["stream_gbps"] == 7.8 and net["adapter_gbps"] == 25.0
+    assert net["hop_latency_us"] > 0 and net["gpus_per_nic"] == 1
+    shared = run(CollectiveRequest.from_options(op="allreduce", num_gpus=16, bytes="1GB",
+                                                gpus_per_nic=8, **given))
+    alone = run(CollectiveRequest.from_options(op="allreduce", num_gpus=16, bytes="1GB",
+                                               **given))
+    assert shared.payload()["network"]["gpus_per_nic"] == 8
+    assert shared.time_s > alone.time_s  # 8 streams share one 25 GB/s adapter

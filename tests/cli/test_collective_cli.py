@@ -48,6 +48,12 @@ def test_gpu_nodes_and_algorithm_options():
     table = _run("--op", "allreduce", "--num-gpus", "16", "--bytes", "1GiB", "--cluster",
                  "dgx-h100")
     assert table.exit_code == 0 and "hierarchical" in table.stdout
+    assert "network: 50.0 GB/s adapters (1 GPU(s) each)" in table.stdout
+    measured = _run("--op", "allreduce", "--num-gpus", "16", "--bytes", "1GiB", "--cluster",
+                    "dgx-a100", "--nodes", "2", "--sendrecv-latency-us", "29",
+                    "--sendrecv-gbps", "7.8", "--gpus-per-nic", "8")
+    assert measured.exit_code == 0, measured.output
+    assert "(8 GPU(s) each), per-GPU stream 7.80 GB/s" in measured.stdout
 
 
 @pytest.mark.parametrize("args,message", [
@@ -64,6 +70,9 @@ def test_gpu_nodes_and_algorithm_options():
     (["--op", "allreduce", "--gpu", "a100-sxm4-80gb", "--algorithm", "nvls"],
      "nvls needs NVLink SHARP"),
     (["--op", "allreduce", "--gpu", "h100-sxm", "--bytes", "12 parsecs"], "cannot read"),
+    (["--op", "allreduce", "--gpu", "h100-sxm", "--nodes", "2", "--sendrecv-gbps", "5"],
+     "needs both"),
+    (["--op", "allreduce", "--gpu", "h100-sxm", "--sharp"], "network is never crossed"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     base = {"--num-gpus": "8", "--bytes": "1MB"}

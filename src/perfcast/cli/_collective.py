@@ -22,8 +22,8 @@ __all__ = ["collective"]
 
 @guarded
 def collective(
-    op: Annotated[str, typer.Option(help=f"Collective: {', '.join(COLLECTIVES)} (torch's "
-                                    "all_reduce and nccl-tests' all_reduce_perf too).")],
+    op: Annotated[str, typer.Option(help=f"{', '.join(COLLECTIVES)} (or torch's / "
+                                    "nccl-tests' names).")],
     num_gpus: Annotated[int, typer.Option(help="GPUs in the group.")],
     bytes: Annotated[str, typer.Option(
         "--bytes", help="Message size (the whole buffer, nccl-tests' size): 1e6, 64MiB, 1GB.")],
@@ -39,8 +39,13 @@ def collective(
         help="Leaf-to-spine taper: a group over more than --nodes-per-leaf nodes gets the "
              "adapters' rate / this.")] = 1.0,
     nodes_per_leaf: Annotated[int | None, typer.Option(
-        help="Nodes one leaf switch reaches without the spine (default: one non-blocking "
-             "tier).")] = None,
+        help="Nodes one leaf switch reaches (default: one non-blocking tier).")] = None,
+    sendrecv_latency_us: Annotated[float | None, typer.Option(
+        help="Measured 2-node send/recv (nccl-tests) latency, us.")] = None,
+    sendrecv_gbps: Annotated[float | None, typer.Option(
+        help="Its large-message rate, GB/s: each GPU's network stream.")] = None,
+    gpus_per_nic: Annotated[int | None, typer.Option(
+        help="GPUs sharing one network adapter (default: the preset's).")] = None,
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:
@@ -64,5 +69,12 @@ def _print(result: CollectiveResult) -> None:
         table.add_row(name + mark, f"{t * 1e6:,.1f} us", f"{bw:,.1f}", f"{bw * factor:,.1f}")
     console = new_console()
     console.print(table)
+    net = p["network"]
+    if net is not None and p["nodes"] > 1:
+        stream = ("the adapter's" if net["stream_gbps"] is None
+                  else f"{net['stream_gbps']:,.2f} GB/s")
+        console.print(f"network: {net['adapter_gbps']:,.1f} GB/s adapters ({net['gpus_per_nic']}"
+                      f" GPU(s) each), per-GPU stream {stream}, hop "
+                      f"{net['hop_latency_us']:,.1f} us")
     console.print(f"* time {p['time_s'] * 1e6:,.1f} us with {p['algorithm']}: "
                     f"algbw {p['algbw_gbps']:,.1f} GB/s, busbw {p['busbw_gbps']:,.1f} GB/s")

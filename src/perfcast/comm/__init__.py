@@ -12,6 +12,7 @@ _EXPORTS = {
     "_fitting": ("fit_link", "fit_p2p"),
     "_nccl": ("ALGORITHMS", "NcclModel", "algorithm_choice", "bus_bandwidth_factor",
         "default_collective_model"),
+    "_network": ("network_from_sendrecv",),
 }
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 

@@ -29,7 +29,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfcast.comm import NcclModel, RingAlphaBeta, fit_p2p, shipped_link_fits
+from perfcast.comm import (
+    NcclModel,
+    RingAlphaBeta,
+    fit_p2p,
+    network_from_sendrecv,
+    shipped_link_fits,
+)
 from perfcast.errors import InputError
 from perfcast.measure import query
 from perfcast.progress import ProgressFn
@@ -141,28 +147,24 @@ def _two_nodes(cluster: Cluster, per_node: int, inter=None) -> Cluster:
     return cluster.model_copy(update=update)
 
 
-def _p2p_network(preset: Cluster, folder: str) -> tuple[float, float, float]:
-    """(latency, hop latency, bandwidth) of the network from the 2-node send/recv rows alone,
-    what a user can measure (nccl-tests sendrecv_perf): t = latency + bytes / bandwidth; the
-    hop is the 2-node latency less the GPU's 1-node send/recv base (the NCCL call's own cost,
-    already priced inside the node)."""
+def _p2p_network(folder: str) -> tuple[float, float]:
+    """(latency, bandwidth) of the network from the 2-node send/recv rows alone, what a user
+    can measure (nccl-tests sendrecv_perf): t = latency + bytes / bandwidth."""
     send = _vidur("sendrecv", f"nccl:{folder}:2nodes")
-    latency, bandwidth = fit_p2p(send["m"].to_numpy(), send["latency_s"].to_numpy())
-    base = shipped_link_fits()[preset.device.name].p2p_base_s or 0.0
-    return latency, max(latency - base, 0.0), bandwidth
+    return fit_p2p(send["m"].to_numpy(), send["latency_s"].to_numpy())
 
 
 def _multi_node_clusters(preset: Cluster, per: int) -> dict[str, Cluster]:
     """The 2-node cluster of `per` GPUs a node under each network description: the preset's
     spec (nccl); the send/recv rate as every adapter's rate, one per GPU (nccl:p2p-network)
-    or one per node (nccl:p2p-network-shared); the send/recv rate as each GPU's flow through
-    the preset's HDR adapters, one per GPU as in a DGX A100 (nccl:fabric-nic-per-gpu) or one
-    shared per node (nccl:fabric-nic-per-node)."""
-    latency, hop, bandwidth = _p2p_network(preset, "a100_dgx")
+    or one per node (nccl:p2p-network-shared); the send/recv as each GPU's flow through the
+    preset's HDR adapters (network_from_sendrecv, what `perfcast collective --sendrecv-*`
+    prices), one per GPU as in a DGX A100 (nccl:fabric-nic-per-gpu) or one shared per node
+    (nccl:fabric-nic-per-node)."""
+    latency, bandwidth = _p2p_network("a100_dgx")
     net = preset.inter_node.model_copy(update={"bandwidth_bps": bandwidth,
                                                "latency_s": latency})
-    fabric = preset.inter_node.model_copy(update={"latency_s": hop,
-                                                  "flow_bandwidth_bps": bandwidth})
+    fabric = network_from_sendrecv(preset, latency, bandwidth).inter_node
     shared = {"gpus_per_nic": max(per, 1)}
     return {"nccl": _two_nodes(preset, per),
             "nccl:p2p-network": _two_nodes(preset, per, net),

@@ -129,3 +129,24 @@ def test_trace_out_is_the_schedule_of_the_forecast_and_never_overwritten(tmp_pat
     assert result.schedule().forecast is result.forecast
     with pytest.raises(InputError, match="never overwrites"):
         run(TrainRequest.from_options(options, trace_out=path))
+
+
+def test_a_measured_network_prices_the_multi_node_collectives_and_is_named():
+    """ZeRO-3 over two DGX A100 nodes: the network measured by a 2-node send/recv (29 us,
+    7.8 GB/s a stream) makes the iteration slower than the preset's 8 x 25 GB/s adapters, and
+    the inputs (and the table) name it; on one node the options are refused."""
+    base = {"model": "llama-2-7b", "cluster": "dgx-a100", "num_gpus": 16, "zero": 3}
+    spec = run(TrainRequest.from_options(base))
+    measured = run(TrainRequest.from_options(base, sendrecv_latency_us=29.0,
+                                             sendrecv_gbps=7.8))
+    assert measured.forecast.iteration_time_s > 1.3 * spec.forecast.iteration_time_s
+    assert "network" not in spec.inputs
+    assert measured.inputs["network"]["stream_gbps"] == 7.8
+    printed = runner.invoke(app, ["train", "--model", "llama-2-7b", "--cluster", "dgx-a100",
+                                  "--num-gpus", "16", "--zero", "3", "--sendrecv-latency-us",
+                                  "29", "--sendrecv-gbps", "7.8"])
+    assert printed.exit_code == 0, printed.output
+    assert "per-GPU stream 7.80 GB/s" in printed.stdout
+    with pytest.raises(InputError) as err:
+        run(TrainRequest.from_options({**base, "num_gpus": 8}, gpus_per_nic=2))
+    assert err.value.field == "gpus_per_nic" and "never crossed" in str(err.value)

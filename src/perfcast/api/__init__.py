@@ -35,6 +35,7 @@ _EXPORTS = {
         "ResolvedDiffusion"),
     "_infer": ("InferEngine", "InferPlan", "InferRequest", "InferResult", "InferWorkload",
         "ResolvedInfer"),
+    "_network": ("NetworkOptions",),
     "_measure": ("MeasureModel", "MeasureOutputs", "MeasureRequest", "MeasureResult",
         "MeasureSweep", "MeasureTarget", "ResolvedMeasure"),
     "_rag": ("RagEngine", "RagIndex", "RagModels", "RagPlan", "RagRequest", "RagResult",

@@ -12,17 +12,11 @@ from pydantic import Field, field_validator
 
 from perfcast.api._base import Request, register
 from perfcast.api._choices import Hardware
+from perfcast.api._network import NetworkOptions, network_summary
 from perfcast.api._units import MAX_GPUS
-from perfcast.comm import (
-    COLLECTIVES,
-    NcclModel,
-    algorithm_choice,
-    bus_bandwidth_factor,
-    network_from_sendrecv,
-)
+from perfcast.comm import COLLECTIVES, NcclModel, algorithm_choice, bus_bandwidth_factor
 from perfcast.errors import InputError, close_matches
 from perfcast.specs import Cluster, cluster_for, get_cluster, get_device
-from perfcast.specs._cluster import FABRIC_DEFAULTS, with_fabric
 
 __all__ = ["CollectiveHardware", "CollectiveRequest", "CollectiveResult", "ResolvedCollective",
            "parse_bytes"]
@@ -51,92 +45,23 @@ def parse_bytes(text: str) -> float:
     return value
 
 
-class CollectiveHardware(Hardware):
-    """A catalog GPU or a cluster preset, and how many nodes the group spans."""
+class CollectiveHardware(Hardware, NetworkOptions):
+    """A catalog GPU or a cluster preset, how many nodes the group spans and the network
+    between them."""
 
     nodes: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes the group spans "
                               "(default: as few as hold it).")
-    sharp: bool = Field(False, description="The network reduces in its switches (InfiniBand "
-                        "SHARP through NCCL's CollNet all-reduce).")
-    oversubscription: float = Field(1.0, ge=1, le=64, description="Leaf-to-spine taper of the "
-                                    "network: a group over more than --nodes-per-leaf nodes "
-                                    "gets the adapters' rate / this.")
-    nodes_per_leaf: int | None = Field(None, ge=1, le=MAX_GPUS, description="Nodes one leaf "
-                                       "switch reaches without the spine (default: one "
-                                       "non-blocking tier).")
-    sendrecv_latency_us: float | None = Field(
-        None, gt=0, le=1e5, description="The network as measured between two nodes (nccl-"
-        "tests sendrecv_perf, t = latency + bytes / rate): the latency, us; with "
-        "--sendrecv-gbps.")
-    sendrecv_gbps: float | None = Field(
-        None, gt=0, le=1e4, description="The same measurement's rate (large messages), GB/s "
-        "one way: each GPU's network stream; with --sendrecv-latency-us.")
-    gpus_per_nic: int | None = Field(None, ge=1, le=64, description="GPUs sharing one "
-                                     "network adapter (default: the preset's; 1 on DGX/HGX).")
 
     def machines(self, gpus: int) -> Cluster:
         """The machines of a group of `gpus` spread over `nodes` (an even split), with the
-        network's fabric as given."""
+        network as given."""
         if (self.gpu is None) == (self.cluster is None):
             raise InputError("gpu", "give exactly one of --gpu and --cluster",
                              "--gpu NAME or --cluster PRESET")
         preset = self.cluster
         base = (get_cluster(preset, gpus) if preset is not None
                 else cluster_for(get_device(self.gpu), gpus))
-        box = _spread(base, gpus, self.nodes)
-        given = self.network_options()
-        if given and gpus <= box.gpus_per_node:
-            raise InputError(given[0], f"the {gpus} GPUs sit on one {box.name} node, so the "
-                             "network is never crossed", "--nodes 2 or more, or leave "
-                             f"--{given[0].replace('_', '-')} out")
-        return _fabric(box, self)
-
-    def network_options(self) -> list[str]:
-        """The network options given (that differ from their defaults)."""
-        unset = {**FABRIC_DEFAULTS, "sendrecv_latency_us": None, "sendrecv_gbps": None,
-                 "gpus_per_nic": None}
-        return [name for name in ("sharp", "oversubscription", "nodes_per_leaf",
-                                  "sendrecv_latency_us", "sendrecv_gbps", "gpus_per_nic")
-                if getattr(self, name) != unset[name]]
-
-
-_MEASURED = {"sendrecv_latency": "sendrecv_latency_us", "sendrecv_bandwidth": "sendrecv_gbps"}
-
-
-def _fabric(cluster: Cluster, hardware: CollectiveHardware) -> Cluster:
-    """`cluster` with the fabric options that differ from their defaults on its network, the
-    adapters shared as --gpus-per-nic says and the network measured by --sendrecv-*; a
-    refusal names the option."""
-    given = {name: getattr(hardware, name) for name in hardware.network_options()
-             if name in FABRIC_DEFAULTS}
-    try:
-        return _measured(_adapters(with_fabric(cluster, **given), hardware.gpus_per_nic),
-                         hardware)
-    except InputError as exc:
-        field = _MEASURED.get(exc.field, exc.field.removeprefix("inter_node."))
-        raise InputError(field, exc.problem, exc.allowed) from None
-
-
-def _adapters(cluster: Cluster, gpus_per_nic: int | None) -> Cluster:
-    """`cluster` with `gpus_per_nic` GPUs sharing each network adapter (None: as it is)."""
-    if gpus_per_nic is None:
-        return cluster
-    if cluster.inter_node is None:
-        raise InputError("gpus_per_nic", f"{cluster.name} has no inter-node network", "unset")
-    link = cluster.inter_node.model_copy(update={"gpus_per_nic": gpus_per_nic})
-    return cluster.model_copy(update={"inter_node": link})
-
-
-def _measured(cluster: Cluster, hardware: CollectiveHardware) -> Cluster:
-    """`cluster` with its network from the 2-node send/recv the user measured, if given."""
-    latency_us, gbps = hardware.sendrecv_latency_us, hardware.sendrecv_gbps
-    if latency_us is None and gbps is None:
-        return cluster
-    if latency_us is None or gbps is None:
-        missing = "sendrecv_latency_us" if latency_us is None else "sendrecv_gbps"
-        raise InputError(missing, "the measured network needs both the send/recv latency and "
-                         "its rate", "both --sendrecv-latency-us and --sendrecv-gbps")
-    return network_from_sendrecv(cluster, latency_us * 1e-6, gbps * 1e9)
+        return self.apply(_spread(base, gpus, self.nodes), gpus)
 
 
 def _spread(base: Cluster, gpus: int, nodes: int | None) -> Cluster:
@@ -232,19 +157,7 @@ class CollectiveResult:
                 "bytes": self.size_bytes, "cluster": box.name, "gpu": box.device.name,
                 "algorithm": self.algorithm, "time_s": self.time_s,
                 "algbw_gbps": self.algbw_gbps, "busbw_gbps": self.busbw_gbps,
-                "network": _network(box)}
-
-
-def _network(box: Cluster) -> dict[str, Any] | None:
-    """The network priced (None on a cluster without one): adapter rate, per-GPU stream rate
-    (None: the adapter's), hop latency and adapters' sharing."""
-    link = box.inter_node
-    if link is None:
-        return None
-    flow = link.flow_bandwidth_bps
-    return {"adapter_gbps": link.bandwidth_bps / 1e9, "hop_latency_us": link.latency_s * 1e6,
-            "stream_gbps": None if flow is None else flow / 1e9,
-            "gpus_per_nic": link.gpus_per_nic}
+                "network": network_summary(box)}
 
 
 def execute_collective(r: ResolvedCollective) -> CollectiveResult:

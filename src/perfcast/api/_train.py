@@ -21,6 +21,7 @@ from pydantic import Field
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, StackChoice
+from perfcast.api._network import NetworkOptions, network_summary
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
 from perfcast.errors import InputError, check_output_file, writing
 from perfcast.kernels import ExecutionTimeModel
@@ -270,6 +271,7 @@ class TrainRequest(Request):
     command = "train"
     model: ModelChoice = ModelChoice()
     hardware: Hardware = Hardware()
+    network: NetworkOptions = NetworkOptions()
     plan: TrainPlan = TrainPlan()
     workload: TrainWorkload = TrainWorkload()
     recipe: TrainRecipe = TrainRecipe()
@@ -395,7 +397,7 @@ def resolve_train(request: TrainRequest) -> Resolved:
     if recipe.recompute not in RECOMPUTE:
         raise InputError("recompute", f"unknown {recipe.recompute!r}", RECOMPUTE)
     dp, gpus = request.plan.layout()
-    machines = request.hardware.machines(gpus)
+    machines = request.network.apply(request.hardware.machines(gpus), gpus)
     stack = request.stack.spec("train")
     time_model, info = request.kernels.resolve(machines.device, stack)
     if cnn:
@@ -424,7 +426,7 @@ def resolve_train(request: TrainRequest) -> Resolved:
     inputs = {"model": spec.name, "gpu": machines.device.name, "num_gpus": gpus,
               "seq_len": w.seq_len, "global_batch": batch, "dtype": dtype,
               "memory_policy": policy, "memory_budget": budget.describe(machines.device),
-              "kernel_model": info}
+              "kernel_model": info, **_network_inputs(request, machines)}
     if sweep:
         return ResolvedTrainSweep(request, spec, machines, gpus, batch, precision, time_model,
                                   inputs, _overlap(stack, request.plan, searched=True),
@@ -451,6 +453,13 @@ def resolve_train(request: TrainRequest) -> Resolved:
     if not job.scale.off:
         inputs["scale"] = job.scale.model_dump(mode="json")
     return ResolvedTrain(request, job, time_model, inputs)
+
+
+def _network_inputs(request: TrainRequest, machines: Cluster) -> dict[str, Any]:
+    """{"network": what was priced} where the request described the network, else {}."""
+    if not request.network.network_options():
+        return {}
+    return {"network": network_summary(machines)}
 
 
 def _overlap(stack: Stack, plan: TrainPlan, searched: bool = False) -> CommOverlap:
@@ -502,7 +511,7 @@ def _resolve_cnn(request: TrainRequest, machines: Cluster, gpus: int,
               "micro_batch": w.micro_batch,
               "global_batch": (w.micro_batch * gpus if w.global_batch is None
                                else w.global_batch), "dtype": dtype,
-              "kernel_model": info}
+              "kernel_model": info, **_network_inputs(request, machines)}
     return ResolvedCNNTrain(request, model, machines, gpus, dtype, time_model, inputs)
 
 

@@ -14,7 +14,7 @@ from perfcast.cli._common import (
     answer,
     guarded,
 )
-from perfcast.cli._console import Table, new_console
+from perfcast.cli._console import Table, network_line, new_console
 from perfcast.comm import ALGORITHMS, COLLECTIVES
 
 __all__ = ["collective"]
@@ -69,12 +69,7 @@ def _print(result: CollectiveResult) -> None:
         table.add_row(name + mark, f"{t * 1e6:,.1f} us", f"{bw:,.1f}", f"{bw * factor:,.1f}")
     console = new_console()
     console.print(table)
-    net = p["network"]
-    if net is not None and p["nodes"] > 1:
-        stream = ("the adapter's" if net["stream_gbps"] is None
-                  else f"{net['stream_gbps']:,.2f} GB/s")
-        console.print(f"network: {net['adapter_gbps']:,.1f} GB/s adapters ({net['gpus_per_nic']}"
-                      f" GPU(s) each), per-GPU stream {stream}, hop "
-                      f"{net['hop_latency_us']:,.1f} us")
+    if p["network"] is not None and p["nodes"] > 1:
+        console.print(network_line(p["network"]))
     console.print(f"* time {p['time_s'] * 1e6:,.1f} us with {p['algorithm']}: "
                     f"algbw {p['algbw_gbps']:,.1f} GB/s, busbw {p['busbw_gbps']:,.1f} GB/s")

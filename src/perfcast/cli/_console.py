@@ -38,6 +38,7 @@ from typer._coercion import bool_flag_type_descriptor
 from typer.core import TyperGroup, TyperOption
 
 __all__ = ["OUTPUT_FORMATS", "PLAIN_WIDTH", "Advanced", "HelpGroup", "Table", "in_panel",
+           "network_line",
            "calibration_lines", "is_terminal", "new_console", "rule", "stack_summary",
            "tables_as"]
 
@@ -215,6 +216,7 @@ class Advanced(StrEnum):
     DISAGGREGATION = "Disaggregation"
     COLOCATION = "Co-location"
     PLAN_DETAILS = "Plan details"
+    NETWORK = "Network"
     MODES = "RLHF and out-of-memory plans"
     KERNELS = "Kernels"
     INFER_WORKLOAD = "With --workload infer"
@@ -387,3 +389,11 @@ def stack_summary(kernel_info: dict) -> str | None:
                  + ("; physical model (outside the trees' training envelope) for "
                     + ", ".join(physics) if physics else ""))
     return line
+
+
+def network_line(net: dict) -> str:
+    """One line naming the network a forecast priced (api network_summary's dict)."""
+    stream = ("the adapter's" if net["stream_gbps"] is None
+              else f"{net['stream_gbps']:,.2f} GB/s")
+    return (f"network: {net['adapter_gbps']:,.1f} GB/s adapters ({net['gpus_per_nic']} GPU(s) "
+            f"each), per-GPU stream {stream}, hop {net['hop_latency_us']:,.1f} us")

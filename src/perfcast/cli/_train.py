@@ -28,6 +28,7 @@ from perfcast.cli._console import (
     Table,
     calibration_lines,
     in_panel,
+    network_line,
     new_console,
 )
 from perfcast.cli._train_cnn import print_cnn
@@ -37,6 +38,7 @@ from perfcast.train import ITERATION_PARTS, SCALE_PARTS
 # --help-all.
 PLAN, BATCH, OUTPUT = "Plan", "Batch", "Output"
 DETAILS, MODES, KERNELS = Advanced.PLAN_DETAILS, Advanced.MODES, Advanced.KERNELS
+NETWORK = Advanced.NETWORK
 KernelModel = in_panel(KernelModelOption, KERNELS)
 Calibration = in_panel(CalibrationOption, KERNELS)
 CalibrationMismatch = in_panel(CalibrationMismatchOption, KERNELS)
@@ -131,6 +133,24 @@ def train(
     checkpoint_async: Annotated[bool, typer.Option(
         help="Asynchronous checkpoint: only the GPU-to-host copy stalls.",
         rich_help_panel=DETAILS)] = False,
+    sendrecv_latency_us: Annotated[float | None, typer.Option(
+        help="The network as measured: 2-node send/recv (nccl-tests) latency, us; with "
+             "--sendrecv-gbps.", rich_help_panel=NETWORK)] = None,
+    sendrecv_gbps: Annotated[float | None, typer.Option(
+        help="Its large-message rate, GB/s: each GPU's network stream.",
+        rich_help_panel=NETWORK)] = None,
+    gpus_per_nic: Annotated[int | None, typer.Option(
+        help="GPUs sharing one network adapter (default: the preset's).",
+        rich_help_panel=NETWORK)] = None,
+    sharp: Annotated[bool, typer.Option(
+        help="The network reduces in its switches (InfiniBand SHARP, NCCL CollNet).",
+        rich_help_panel=NETWORK)] = False,
+    oversubscription: Annotated[float, typer.Option(
+        help="Leaf-to-spine taper: a group over more than --nodes-per-leaf nodes gets the "
+             "adapters' rate / this.", rich_help_panel=NETWORK)] = 1.0,
+    nodes_per_leaf: Annotated[int | None, typer.Option(
+        help="Nodes one leaf switch reaches (default: one non-blocking tier).",
+        rich_help_panel=NETWORK)] = None,
     rlhf: Annotated[bool, typer.Option(
         help="One RLHF PPO step: generation, scoring, actor and critic training.",
         rich_help_panel=MODES)] = False,
@@ -196,6 +216,8 @@ def _print_iteration(result: TrainResult) -> None:
     console.print(_breakdown_table(fc.breakdown))
     console.print(_memory_table(result))
     console.print(f"FLOP convention: {fc.flop_convention}")
+    if "network" in i:
+        console.print(network_line(i["network"]))
     for note in fc.notes:
         console.print(f"note: {note}", markup=False)
     km = result.payload().get("inputs", {}).get("kernel_model", {})
@@ -268,4 +290,7 @@ def _print_sweep(result: TrainSweepResult) -> None:
                 f"mb{row.micro_batch} {sched} rc:{row.recompute}")
         t.add_row(plan, f"{row.tokens_per_s:,.0f}", f"{row.mfu:.1%}",
                   f"{row.memory_per_gpu_bytes / 1e9:.1f}")
-    new_console().print(t)
+    console = new_console()
+    console.print(t)
+    if "network" in inputs:
+        console.print(network_line(inputs["network"]))

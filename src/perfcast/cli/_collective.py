@@ -10,7 +10,13 @@ import typer
 from perfcast.api import CollectiveRequest, CollectiveResult
 from perfcast.cli._common import (
     FormatOption,
+    GpusPerNicOption,
     JsonOption,
+    NodesPerLeafOption,
+    OversubscriptionOption,
+    SendrecvGbpsOption,
+    SendrecvLatencyOption,
+    SharpOption,
     answer,
     guarded,
 )
@@ -33,19 +39,12 @@ def collective(
     nodes: Annotated[int | None, typer.Option(
         help="Nodes the group spans (default: as few as hold it).")] = None,
     algorithm: Annotated[str, typer.Option(help=f"{', '.join(ALGORITHMS)}.")] = "auto",
-    sharp: Annotated[bool, typer.Option(
-        help="The network reduces in its switches (InfiniBand SHARP, NCCL CollNet).")] = False,
-    oversubscription: Annotated[float, typer.Option(
-        help="Leaf-to-spine taper: a group over more than --nodes-per-leaf nodes gets the "
-             "adapters' rate / this.")] = 1.0,
-    nodes_per_leaf: Annotated[int | None, typer.Option(
-        help="Nodes one leaf switch reaches (default: one non-blocking tier).")] = None,
-    sendrecv_latency_us: Annotated[float | None, typer.Option(
-        help="Measured 2-node send/recv (nccl-tests) latency, us.")] = None,
-    sendrecv_gbps: Annotated[float | None, typer.Option(
-        help="Its large-message rate, GB/s: each GPU's network stream.")] = None,
-    gpus_per_nic: Annotated[int | None, typer.Option(
-        help="GPUs sharing one network adapter (default: the preset's).")] = None,
+    sharp: SharpOption = False,
+    oversubscription: OversubscriptionOption = 1.0,
+    nodes_per_leaf: NodesPerLeafOption = None,
+    sendrecv_latency_us: SendrecvLatencyOption = None,
+    sendrecv_gbps: SendrecvGbpsOption = None,
+    gpus_per_nic: GpusPerNicOption = None,
     json_out: JsonOption = False,
     format_out: FormatOption = None,
 ) -> None:

@@ -24,7 +24,8 @@ from perfcast.compose import HOST_PROFILES
 from perfcast.errors import InputError, from_validation_error
 
 __all__ = ["OUTPUT_SWITCHES", "CalibrationMismatchOption", "CalibrationOption", "FormatOption",
-           "HostOption",
+           "GpusPerNicOption", "HostOption", "NodesPerLeafOption", "OversubscriptionOption",
+           "SendrecvGbpsOption", "SendrecvLatencyOption", "SharpOption",
            "HostSpeedOption", "JsonOption", "StackHostOption", "StackOption",
            "KernelModelOption", "answer", "cli_options", "debug_enabled", "emit", "fail",
            "guarded", "output_format", "set_debug", "to_input_error"]
@@ -38,6 +39,20 @@ CalibrationOption = Annotated[str | None, typer.Option(
 CalibrationMismatchOption = Annotated[bool, typer.Option(
     "--force-calibration", help="Apply a --calibration of another device or stack.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (= --format json).")]
+# The network between nodes (api NetworkOptions), for every command that spans nodes.
+SendrecvLatencyOption = Annotated[float | None, typer.Option(
+    help="The network as measured: 2-node send/recv (nccl-tests) latency, us.")]
+SendrecvGbpsOption = Annotated[float | None, typer.Option(
+    help="Its large-message rate, GB/s: each GPU's network stream.")]
+GpusPerNicOption = Annotated[int | None, typer.Option(
+    help="GPUs sharing one network adapter (default: the preset's).")]
+SharpOption = Annotated[bool, typer.Option(
+    help="The network reduces in its switches (InfiniBand SHARP, NCCL CollNet).")]
+OversubscriptionOption = Annotated[float, typer.Option(
+    help="Leaf-to-spine taper: a group over more than --nodes-per-leaf nodes gets the "
+         "adapters' rate / this.")]
+NodesPerLeafOption = Annotated[int | None, typer.Option(
+    help="Nodes one leaf switch reaches (default: one non-blocking tier).")]
 FormatOption = Annotated[str | None, typer.Option(
     "--format", help="table (the default), json, csv or md.")]
 # Parameters of a command that choose how it prints, not what it computes: never options

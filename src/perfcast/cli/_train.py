@@ -18,8 +18,14 @@ from perfcast.cli._common import (
     CalibrationMismatchOption,
     CalibrationOption,
     FormatOption,
+    GpusPerNicOption,
     JsonOption,
     KernelModelOption,
+    NodesPerLeafOption,
+    OversubscriptionOption,
+    SendrecvGbpsOption,
+    SendrecvLatencyOption,
+    SharpOption,
     answer,
     guarded,
 )
@@ -133,24 +139,12 @@ def train(
     checkpoint_async: Annotated[bool, typer.Option(
         help="Asynchronous checkpoint: only the GPU-to-host copy stalls.",
         rich_help_panel=DETAILS)] = False,
-    sendrecv_latency_us: Annotated[float | None, typer.Option(
-        help="The network as measured: 2-node send/recv (nccl-tests) latency, us; with "
-             "--sendrecv-gbps.", rich_help_panel=NETWORK)] = None,
-    sendrecv_gbps: Annotated[float | None, typer.Option(
-        help="Its large-message rate, GB/s: each GPU's network stream.",
-        rich_help_panel=NETWORK)] = None,
-    gpus_per_nic: Annotated[int | None, typer.Option(
-        help="GPUs sharing one network adapter (default: the preset's).",
-        rich_help_panel=NETWORK)] = None,
-    sharp: Annotated[bool, typer.Option(
-        help="The network reduces in its switches (InfiniBand SHARP, NCCL CollNet).",
-        rich_help_panel=NETWORK)] = False,
-    oversubscription: Annotated[float, typer.Option(
-        help="Leaf-to-spine taper: a group over more than --nodes-per-leaf nodes gets the "
-             "adapters' rate / this.", rich_help_panel=NETWORK)] = 1.0,
-    nodes_per_leaf: Annotated[int | None, typer.Option(
-        help="Nodes one leaf switch reaches (default: one non-blocking tier).",
-        rich_help_panel=NETWORK)] = None,
+    sendrecv_latency_us: in_panel(SendrecvLatencyOption, NETWORK) = None,
+    sendrecv_gbps: in_panel(SendrecvGbpsOption, NETWORK) = None,
+    gpus_per_nic: in_panel(GpusPerNicOption, NETWORK) = None,
+    sharp: in_panel(SharpOption, NETWORK) = False,
+    oversubscription: in_panel(OversubscriptionOption, NETWORK) = 1.0,
+    nodes_per_leaf: in_panel(NodesPerLeafOption, NETWORK) = None,
     rlhf: Annotated[bool, typer.Option(
         help="One RLHF PPO step: generation, scoring, actor and critic training.",
         rich_help_panel=MODES)] = False,

@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from perfcast.validate import MULTI_NODE_POOLED
+from perfcast.validate import MULTI_NODE_METHOD, MULTI_NODE_POOLED
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 MARKER = re.compile(r"<!-- fig:(?P<name>[a-z0-9_]+) -->(?P<value>.*?)<!-- /fig -->")
@@ -97,7 +97,7 @@ COLLECTIVE_ROWS = {
     "held_out_device": ("held-out:device", ALL_OPS, PCIE_BOXES, "nccl"),
     "held_out_generation": ("held-out:generation", ALL_OPS, PCIE_BOXES, "nccl"),
     "multi_node": ("held-out:multi-node", ("allreduce",), (MULTI_NODE_POOLED,),
-                   "nccl:fabric-nic-per-node"),
+                   MULTI_NODE_METHOD),
 }
 REGIMES = ("small", "medium", "large")
 

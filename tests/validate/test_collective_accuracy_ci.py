@@ -84,3 +84,19 @@ def test_multi_node_fabric_from_send_recv_beats_the_spec_network_and_alpha_beta(
         assert (wide[method] < wide["nccl"]).all(), wide
     # one adapter a node; with one per GPU, 16 GPUs stay behind alpha-beta (0.70 vs 0.56)
     assert (wide["nccl:fabric-nic-per-node"] < wide["spec_alphabeta"]).all(), wide
+
+
+def test_the_multi_node_target_is_reported_per_size_regime(rows):
+    """The report states issue 21's target on the pooled 2-16 GPU rows, one verdict per
+    regime that agrees with the row it reads (met exactly when MAPE <= 20%)."""
+    from perfcast.validate import MULTI_NODE_METHOD, MULTI_NODE_POOLED
+    from perfcast.validate._collectives import MULTI_NODE_TARGET_MAPE, multi_node_verdict
+
+    verdict = multi_node_verdict(rows)
+    assert [v["regime"] for v in verdict] == ["small", "medium", "large"]
+    for v in verdict:
+        row = rows[(rows["device"] == MULTI_NODE_POOLED) & (rows["method"] == MULTI_NODE_METHOD)
+                   & (rows["group"] == f"allreduce/{v['regime']}")]
+        assert v["mape"] == float(row["mape"].iloc[0])
+        assert v["met"] == (v["mape"] <= MULTI_NODE_TARGET_MAPE)
+    assert multi_node_verdict(rows[rows["split"] == "fit"]) == []

@@ -410,6 +410,13 @@ def _print_collectives(report: ValidationReport, out: Console) -> None:
                             "Collectives: MAPE per split, device and collective/regime"))
     if "table7" in report.extras:
         out.print(_table7(report.extras["table7"]))
+    verdict = report.extras.get("multi_node_verdict")
+    if verdict:
+        cells = ", ".join(f"{v['regime']} {v['mape']:.1%} ({'met' if v['met'] else 'not met'})"
+                          for v in verdict)
+        out.print(f"target: 2-node all-reduce (2-16 GPUs pooled, "
+                  f"{report.extras['multi_node_method']}) <= "
+                  f"{report.extras['multi_node_target_mape']:.0%} MAPE per size regime: {cells}")
 
 
 def _table7(table) -> Table:

@@ -9,6 +9,7 @@ from perfcast.validate._calibration_check import (
 )
 from perfcast.validate._collectives import (
     COLLECTIVE_SPLITS,
+    MULTI_NODE_METHOD,
     MULTI_NODE_POOLED,
     collective_table7,
     validate_collectives,
@@ -80,7 +81,8 @@ from perfcast.validate._training_calibration import (
 __all__ = [
     "CALIBRATION_METHODS", "CALIBRATION_SOURCES", "calibration_report",
     "summarise_calibration", "validate_calibration",
-    "COLLECTIVE_SPLITS", "MULTI_NODE_POOLED", "collective_table7", "validate_collectives",
+    "COLLECTIVE_SPLITS", "MULTI_NODE_METHOD", "MULTI_NODE_POOLED", "collective_table7",
+    "validate_collectives",
     "MODEL_TARGET_MAPE", "SERVING_TARGETS", "TARGETS", "KernelSplit", "analytic_point",
     "disagg_point", "engine_point", "forecast_model_label", "gemm_baseline", "gemm_ops",
     "kernel_residuals", "kernel_splits", "load_disagg_points", "load_gemm_slice",

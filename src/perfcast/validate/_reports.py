@@ -21,7 +21,10 @@ from perfcast.measure import load_store
 from perfcast.progress import ProgressFn, offset
 from perfcast.validate._collectives import (
     COLLECTIVE_SPLITS,
+    MULTI_NODE_METHOD,
+    MULTI_NODE_TARGET_MAPE,
     collective_table7,
+    multi_node_verdict,
     validate_collectives,
 )
 from perfcast.validate._kernels import (
@@ -372,7 +375,12 @@ def collectives_report(split: list[str] | None = None, table7: bool = False,
     if table is not None and progress is not None:
         progress(total, total)
     _write(out, {"collectives.csv": rows, "collectives.md": lambda: _collectives_md(rows, table)})
-    return ValidationReport(rows, {} if table is None else {"table7": table})
+    extras: dict[str, Any] = {} if table is None else {"table7": table}
+    verdict = multi_node_verdict(rows)
+    if verdict:
+        extras.update(multi_node_target_mape=MULTI_NODE_TARGET_MAPE,
+                      multi_node_method=MULTI_NODE_METHOD, multi_node_verdict=verdict)
+    return ValidationReport(rows, extras)
 
 
 def _collectives_md(rows: pd.DataFrame, table: pd.DataFrame | None) -> str:

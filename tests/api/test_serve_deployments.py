@@ -261,3 +261,24 @@ def test_attention_free_and_hybrid_models_serve_with_their_states_bounding_concu
         "model": "qwen3-next-80b-a3b", "gpu": "h200-sxm", "tp": 4, "concurrency": 4,
         "num_requests": 8, "prompt_tokens": "512", "output_tokens": "16", "max_batch": 64}))
     assert hybrid.payload()["max_concurrent_seqs"] <= 64
+
+
+# -- memory: the engine's rule over the memory CUDA reports ----------------------------------
+
+def test_payload_shows_each_gpus_memory_plan_by_the_engines_rule():
+    plans = {}
+    for stack in ("vllm", "trtllm"):
+        out = run(ServeRequest.from_options({
+            **SMALL, "model": "llama-3.1-8b", "gpu": "h100-sxm", "stack": stack,
+            "prompt_tokens": "512", "output_tokens": "16"})).payload()
+        plans[stack] = memory = out["memory"]
+        parts = sum(memory[k] for k in ("weights_bytes", "activation_bytes", "runtime_bytes",
+                                        "state_bytes", "kv_bytes"))
+        assert parts == pytest.approx(memory["held_bytes"])
+        assert memory["cuda_total_bytes"] > 84e9  # the H100's 79.11 GiB, not its 80 GB label
+        assert "79.11 GiB" in memory["cuda_total_source"]
+        assert out["kv_capacity_tokens"] * 2 * 32 * 1024 * 2 == pytest.approx(
+            memory["kv_bytes"], rel=0.01)  # K+V of 8 KV heads x 128 over 32 layers, bf16
+    assert (plans["vllm"]["kv_budget"], plans["trtllm"]["kv_budget"]) == ("total", "free")
+    assert plans["vllm"]["held_bytes"] == pytest.approx(0.9 * plans["vllm"]["cuda_total_bytes"])
+    assert plans["trtllm"]["kv_bytes"] > plans["vllm"]["kv_bytes"]

@@ -59,7 +59,9 @@ def test_refusals_name_the_field():
              (dict(configs=[a, a], workloads=[w, w], compute_split=[0.5, 0.5]),
               "compute_split"),
              (dict(configs=[a, a], workloads=[w]), "workloads"),
-             (dict(configs=[a], workloads=[w], sharing="mig"), "sharing")]
+             (dict(configs=[a], workloads=[w], sharing="mig"), "sharing"),
+             (dict(configs=[a, ServeConfig(model="llama-2-7b", **H100, kv_budget="free")],
+                   workloads=[w, w]), "kv_budget")]
     for kw, field in cases:
         with pytest.raises(InputError) as err:
             simulate_colocated(**kw)

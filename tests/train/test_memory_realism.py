@@ -13,9 +13,16 @@ from hypothesis import strategies as st
 
 from perfcast.api import TrainRequest, run
 from perfcast.errors import InputError
-from perfcast.specs import ParallelPlan, device_names, get_cluster, get_device, get_model
+from perfcast.specs import (
+    ParallelPlan,
+    cuda_total_bytes,
+    device_names,
+    get_cluster,
+    get_device,
+    get_model,
+    physical_memory_bytes,
+)
 from perfcast.train import MemoryBudget, TrainJob, forecast_training
-from perfcast.train._memory import physical_bytes, usable_bytes
 from perfcast.validate._training import load_training_points, training_job
 
 GPUS = [n for n in device_names() if get_device(n).kind == "gpu"]
@@ -56,8 +63,8 @@ def test_a_plan_that_clearly_exceeds_the_device_is_refused():
 @pytest.mark.parametrize("name", GPUS)
 def test_usable_never_exceeds_physical(name):
     device = get_device(name)
-    usable, source = usable_bytes(device)
-    assert 0 < usable <= physical_bytes(device)
+    usable, source = cuda_total_bytes(device)
+    assert 0 < usable <= physical_memory_bytes(device)
     assert source
     # the catalog's decimal GB is never above what the CUDA allocator gets where measured
     assert usable >= device.hbm_capacity_bytes or "catalog" not in source
@@ -68,7 +75,7 @@ def test_usable_never_exceeds_physical(name):
        share=st.floats(0.01, 1.2))
 def test_budget_never_exceeds_physical(name, reserve, share):
     device = get_device(name)
-    top = physical_bytes(device)
+    top = physical_memory_bytes(device)
     assert MemoryBudget(allocator_reserve=reserve).budget_bytes(device) <= top
     budget = MemoryBudget(usable_bytes=share * top, allocator_reserve=reserve)
     if share * top > top:
@@ -153,7 +160,7 @@ def test_allocator_reserve_refused_where_unused():
 
 
 def test_shipped_totals_name_catalog_devices_with_sources():
-    doc = json.loads((resources.files("perfcast.train") / "data" / "gpu_memory.json")
+    doc = json.loads((resources.files("perfcast.specs") / "data" / "gpu_memory.json")
                      .read_text())
     assert doc["nvml_to_cuda_gap_bytes"] > 0
     for name, row in doc["devices"].items():

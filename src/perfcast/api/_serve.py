@@ -55,8 +55,10 @@ from perfcast.serve import (
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW, DEFAULT_MAX_MODEL_LEN, SERVE_KERNEL_MODELS
 from perfcast.serve._disagg import PoolLayout
 from perfcast.specs import (
+    KVBudget,
     ModelSpec,
     Precision,
+    cuda_total_bytes,
     get_cluster,
     get_device,
     get_model,
@@ -122,14 +124,26 @@ class ServeEngine(Group):
                                    "(sarathi/vllm-v1).")
     block_size: int = Field(16, ge=1, le=1024, description="KV-cache tokens per block.")
     preemption: str = Field("recompute", description="recompute or swap.")
-    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="Share of GPU "
-                                          "memory used.")
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="The engine's "
+                                          "memory fraction, a share of what kv_budget says.")
+    kv_budget: str | None = Field(None, description="What gpu_memory_utilization is a share "
+                                  "of: total (the CUDA total: vLLM, SGLang) or free (what "
+                                  "the model leaves free: TensorRT-LLM); default: the "
+                                  "stack's.")
     allreduce: str = Field("custom", description="TP all-reduce: custom or nccl.")
     host_overlap: bool = Field(False, description="CPU scheduling overlaps the GPU step.")
     prefix_cache: bool = Field(False, description="Automatic prefix caching.")
     kernel_model: str = Field("calibrated", description="calibrated (the physical model "
                               "fitted per family) or learned (gradient-boosted trees inside "
                               "their envelope over it, issue 18).")
+
+    @field_validator("kv_budget")
+    @classmethod
+    def _known_budget(cls, value: str | None) -> str | None:
+        budgets = [b.value for b in KVBudget]
+        if value is not None and value not in budgets:
+            raise InputError("kv_budget", f"unknown budget {value!r}", budgets)
+        return value
 
     @field_validator("kernel_model")
     @classmethod
@@ -556,8 +570,8 @@ def resolve_serve(request: ServeRequest) -> ResolvedServe:
         scheduler=e.scheduler, router=e.router, max_batch=e.max_batch,
         max_batch_tokens=e.max_batch_tokens, chunk_size=e.chunk_size, block_size=e.block_size,
         preemption=e.preemption, gpu_memory_utilization=e.gpu_memory_utilization,
-        host_overlap=e.host_overlap, allreduce=e.allreduce, prefix_caching=e.prefix_cache,
-        kernel_model=e.kernel_model,
+        kv_budget=e.kv_budget, host_overlap=e.host_overlap, allreduce=e.allreduce,
+        prefix_caching=e.prefix_cache, kernel_model=e.kernel_model,
         spec_k=s.spec_k, spec_draft_model=s.spec_draft_model, spec_draft_gpu=s.spec_draft_gpu,
         spec_acceptance=s.rates(), ep=d.ep, attention_dp=d.attention_dp, moe_tp=d.moe_tp,
         expert_skew=d.expert_skew, precision=precision, max_context=limit.tokens)
@@ -612,7 +626,20 @@ def _kv_capacity(result, config: ServeConfig) -> dict:
         seqs = min(seqs, config.max_batch)
     attention = config.model_spec.num_attention_layers > 0  # else tokens hold no KV
     return {"kv_capacity_tokens": result.kv_blocks * config.block_size if attention else None,
-            "max_concurrent_seqs": seqs}
+            "max_concurrent_seqs": seqs, "memory": _memory_plan(result.memory, config)}
+
+
+def _memory_plan(plan, config: ServeConfig) -> dict:
+    """Each GPU's memory as the engine's rule placed it: what gpu_memory_utilization is a
+    share of (kv_budget: total = vLLM and SGLang, free = TensorRT-LLM), the CUDA-visible
+    total it starts from and where that number comes from, and the bytes per part."""
+    total, source = cuda_total_bytes(config.cluster_spec.device)
+    return {"kv_budget": plan.kv_budget, "gpu_memory_utilization":
+            config.gpu_memory_utilization, "cuda_total_bytes": total,
+            "cuda_total_source": source, "held_bytes": plan.usable_bytes,
+            "weights_bytes": plan.weights_bytes, "activation_bytes": plan.activation_bytes,
+            "runtime_bytes": plan.runtime_bytes, "state_bytes": plan.state_bytes,
+            "kv_bytes": plan.kv_bytes}
 
 
 def _write_table(table: pd.DataFrame, out: Path | None) -> None:
@@ -656,7 +683,8 @@ def _colocated(r: ResolvedServe) -> ServeResult:
         tables.append(res.requests.assign(model=c.model_spec.name))
     table = pd.concat(tables, ignore_index=True)
     table = table[["model", *(c for c in table.columns if c != "model")]]
-    inputs = {"sharing": sharing, "models": [m["model"] for m in models]}
+    inputs = {"sharing": sharing, "models": [m["model"] for m in models],
+              "kv_budget": "total (co-located models split the CUDA total)"}
     return ServeResult(r.request, r.mode, inputs, {"models": models}, table, results)
 
 

@@ -238,12 +238,13 @@ def breakdown(**kw: Any) -> None:
 def memory(**kw: Any) -> None:
     """Memory per GPU by kind, against the device's capacity."""
     from perfcast.report import memory_figure
+    from perfcast.specs import cuda_total_bytes
 
     _check_out(kw["out"])
     forecasts = _forecasts(kw)
     capacity = None
     if kw["workload"] == "infer":
-        capacity = resolve(_request(InferRequest, kw)).machines.device.hbm_capacity_bytes
+        capacity = cuda_total_bytes(resolve(_request(InferRequest, kw)).machines.device)[0]
     _save(memory_figure(forecasts, capacity_bytes=capacity), kw["out"])
 
 

@@ -118,7 +118,13 @@ def serve(
     preemption: Annotated[str, typer.Option(
         help="recompute or swap.", rich_help_panel=INTERNALS)] = "recompute",
     gpu_memory_utilization: Annotated[float, typer.Option(
-        help="Share of GPU memory used.", rich_help_panel=INTERNALS)] = 0.9,
+        help="The engine's memory fraction, a share of what --kv-budget says.",
+        rich_help_panel=INTERNALS)] = 0.9,
+    kv_budget: Annotated[str | None, typer.Option(
+        help="What --gpu-memory-utilization is a share of: total (the CUDA total: vLLM, "
+             "SGLang) or free (what the model leaves free: TensorRT-LLM's "
+             "free_gpu_memory_fraction); default: the stack's.",
+        rich_help_panel=INTERNALS)] = None,
     max_model_len: Annotated[int | None, typer.Option(
         help="Longest request, prompt + output (vLLM's --max-model-len); default: the "
              "model's max_position_embeddings. Longer drawn lengths are clipped and counted, "

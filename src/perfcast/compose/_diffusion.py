@@ -19,7 +19,14 @@ from perfcast.compose._step import Execution, StepForecast, step_time
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import scheduler_ops, text_encoder_ops, unet_ops, vae_decode_ops, weight_params
-from perfcast.specs import Cluster, DiffusionPipelineSpec, DType, bytes_per_element, parse_dtype
+from perfcast.specs import (
+    Cluster,
+    DiffusionPipelineSpec,
+    DType,
+    bytes_per_element,
+    cuda_total_bytes,
+    parse_dtype,
+)
 
 __all__ = ["DIFFUSION_DTYPES", "DiffusionForecast", "forecast_diffusion", "vae_dtype"]
 
@@ -153,11 +160,11 @@ def forecast_diffusion(spec: DiffusionPipelineSpec, cluster: Cluster, *, steps: 
     weights = (unet_params + text_params) * e + weight_params(vae_table) * bytes_per_element(
         "fp32" if dv == DType.FP32 else dv)
     peak = _peak_activation(unet_table, vae_table)
-    capacity = cluster.device.hbm_capacity_bytes
+    capacity = cuda_total_bytes(cluster.device)[0]
     if weights + peak > capacity:
         raise InputError("memory", f"needs {(weights + peak) / 1e9:.1f} GB (weights "
                          f"{weights / 1e9:.1f}, largest kernel's tensors {peak / 1e9:.1f}) but "
-                         f"{cluster.device.name} has {capacity / 1e9:.1f} GB",
+                         f"{cluster.device.name} has {capacity / 1e9:.1f} GB CUDA-visible",
                          "a smaller --batch or --resolution")
     notes = [f"VAE decodes in {dv.value} (force_upcast)" if dv != dt else "",
              "text encoders run once: zero unconditional embeddings "

@@ -27,7 +27,7 @@ from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, default_time_model
 from perfcast.ops import Batch, MemoryFootprint, inference_memory, step_ops
 from perfcast.ops._vision import vision_encoder_spec
-from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
+from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision, cuda_total_bytes
 
 __all__ = ["InferenceForecast", "forecast_inference"]
 
@@ -92,7 +92,7 @@ class InferenceForecast:
 
 
 def _check_fits(memory: MemoryFootprint, cluster: Cluster, plan: ParallelPlan) -> None:
-    capacity = cluster.device.hbm_capacity_bytes
+    capacity = cuda_total_bytes(cluster.device)[0]
     if memory.total_bytes > capacity:
         need = memory.total_bytes / 1e9
         cp = f", cp={plan.cp}" if plan.cp > 1 else ""
@@ -100,7 +100,7 @@ def _check_fits(memory: MemoryFootprint, cluster: Cluster, plan: ParallelPlan) -
             "memory", f"needs {need:.1f} GB per GPU (weights {memory.weights_bytes / 1e9:.1f}, "
             f"KV {memory.kv_cache_bytes / 1e9:.1f}, activations "
             f"{memory.activation_bytes / 1e9:.1f}) but {cluster.device.name} has "
-            f"{capacity / 1e9:.1f} GB at tp={plan.tp}{cp}",
+            f"{capacity / 1e9:.1f} GB CUDA-visible at tp={plan.tp}{cp}",
             "a larger --tp/--num-gpus/--cp, a narrower --dtype/--kv-dtype, or a smaller --batch")
 
 

@@ -24,6 +24,7 @@ from perfcast.specs import (
     Precision,
     bytes_per_element,
     cluster_for,
+    cuda_total_bytes,
 )
 
 __all__ = ["RAGForecast", "forecast_rag"]
@@ -118,7 +119,7 @@ def _check_memory(index: VectorIndex, box: Cluster, gen: InferenceForecast | Non
     if gen is not None:
         need += gen.memory.total_bytes + embedder.total_params() * bytes_per_element(
             precision.weights)
-    capacity = box.device.hbm_capacity_bytes
+    capacity = cuda_total_bytes(box.device)[0]
     if need > capacity:
         raise InputError("index_vectors", f"index {index.index_bytes() / 1e9:.1f} GB"
                          + (" + generator and embedder" if gen else "")

@@ -1,6 +1,7 @@
 """Several models served on the same GPUs, each with its own request stream, scheduler and
-share of memory (its `gpu_memory_utilization` scaled by `memory_split`), sharing compute
-one of two ways:
+share of memory (its `gpu_memory_utilization` scaled by `memory_split`: shares of the CUDA
+total, the `total` KV budget, whatever the stack's own rule; a `free` budget given outright
+is refused), sharing compute one of two ways:
 
 - "time-slice": one model's step at a time on the whole GPU (default CUDA context
   switching at kernel boundaries, approximated at step boundaries): a model that has work
@@ -24,7 +25,7 @@ from perfcast.serve._engine import _Simulation, step_model_for
 from perfcast.serve._events import EventQueue
 from perfcast.serve._metrics import ServeResult
 from perfcast.serve._step_model import StepTimeModel
-from perfcast.specs import Cluster
+from perfcast.specs import Cluster, KVBudget
 
 __all__ = ["simulate_colocated"]
 
@@ -122,9 +123,15 @@ def simulate_colocated(configs: list[ServeConfig], workloads: list, *,
                                                                  first.tp, first.pp):
             raise InputError("configs", "co-located models need one replica each on the same "
                              "GPUs (same gpu/cluster, tp and pp)")
+    if any(c.kv_budget == KVBudget.FREE.value for c in configs):
+        raise InputError("kv_budget", "co-located models split the CUDA total between them "
+                         "(memory_split); a fraction of what each model leaves free "
+                         "(TensorRT-LLM's rule) would count the same free memory twice",
+                         ["total"])
     memory = _split("memory_split", memory_split, n)
     configs = [ServeConfig(**(c.model_dump() | {"gpu_memory_utilization":
-                                                c.gpu_memory_utilization * m}))
+                                                c.gpu_memory_utilization * m,
+                                                "kv_budget": KVBudget.TOTAL.value}))
                for c, m in zip(configs, memory, strict=True)]
     if sharing == "mps":
         compute = _split("compute_split", compute_split, n)

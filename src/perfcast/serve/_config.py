@@ -30,6 +30,7 @@ from perfcast.compose import HOST_PROFILES, Execution
 from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import (
     Cluster,
+    KVBudget,
     ModelSpec,
     ParallelPlan,
     Precision,
@@ -77,7 +78,13 @@ class ServeConfig(BaseModel):
     max_batch_tokens: int | None = Field(default=None, ge=1, description="token budget/step")
     chunk_size: int | None = Field(default=None, ge=1, description="prefill chunk (tokens)")
     block_size: int = Field(default=16, ge=1, le=1024, description="KV tokens per block")
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0, description="the "
+                                          "engine's memory fraction, a share of what "
+                                          "kv_budget says (perfcast.specs.KVBudget)")
+    kv_budget: Literal["total", "free"] | None = Field(
+        default=None, description="what gpu_memory_utilization is a share of: the CUDA total "
+        "(vLLM, SGLang) or what the model leaves free (TensorRT-LLM); None: the stack's rule "
+        "(vLLM's without a stack)")
     watermark: float = Field(default=0.01, ge=0.0, lt=1.0, description="free-block fraction "
                              "kept when admitting")
     preemption: Literal["recompute", "swap"] = "recompute"
@@ -249,6 +256,14 @@ class ServeConfig(BaseModel):
     @property
     def model_spec(self) -> ModelSpec:
         return self._resolved[0]
+
+    @property
+    def budget_rule(self) -> KVBudget:
+        """What gpu_memory_utilization is a share of: kv_budget, else the stack's rule
+        (vLLM's without a stack)."""
+        if self.kv_budget is not None:
+            return KVBudget(self.kv_budget)
+        return KVBudget.TOTAL if self.stack is None else get_stack(self.stack).kv_budget
 
     @property
     def cluster_spec(self) -> Cluster:

@@ -298,4 +298,5 @@ def _result(sim: _Simulation) -> ServeResult:
                  if logs[0].timeline is not None else None)
     return ServeResult(requests, replicas, itl_values, itl_weights, timelines,
                        sim.memory.blocks, sim.config.prefix_caching,
-                       expected_tokens(sim.config.spec_rates) if sim.config.spec_k else None)
+                       expected_tokens(sim.config.spec_rates) if sim.config.spec_k else None,
+                       sim.memory)

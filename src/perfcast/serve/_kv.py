@@ -11,15 +11,17 @@ from dataclasses import dataclass
 from perfcast.errors import InputError
 from perfcast.ops import inference_memory, kv_bytes_per_token, state_bytes_per_sequence
 from perfcast.serve._config import ServeConfig
+from perfcast.specs import KVBudget, cuda_total_bytes
 
 __all__ = ["KVCache", "MemoryPlan", "plan_memory"]
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Per-GPU bytes of one replica: usable = capacity x utilisation = weights + activation
+    """Per-GPU bytes of one replica: usable (what the engine holds) = weights + activation
     workspace + runtime + recurrent states + KV; blocks is the KV share in blocks of
-    `block_size` tokens."""
+    `block_size` tokens; kv_budget is the rule that sized the KV share (perfcast.specs.
+    KVBudget)."""
 
     usable_bytes: float
     weights_bytes: float
@@ -29,21 +31,51 @@ class MemoryPlan:
     bytes_per_block: float
     blocks: int
     state_bytes: float = 0.0  # recurrent layers' per-sequence states, max_batch slots
+    kv_budget: str = KVBudget.TOTAL.value
+
+
+def _kv_share(budget: KVBudget, total: float, fraction: float, parts: tuple[float, ...]
+              ) -> tuple[float, float]:
+    """(bytes the engine's rule leaves for KV, bytes the engine holds) given `parts` =
+    (weights, recurrent states, activation workspace, runtime) per GPU (KVBudget)."""
+    weights, states, act, runtime = parts
+    share = fraction * total
+    if budget is KVBudget.FREE:  # TensorRT-LLM: a share of what the model leaves free
+        kv = fraction * (total - weights - states - act - runtime)
+        return kv, weights + states + act + runtime + kv
+    return share - weights - act - runtime - states, share  # vLLM: everything in the share
+
+
+def _budget_text(budget: KVBudget, total: float, fraction: float, weights: float,
+                 workspace: float) -> str:
+    gb = 1e-9
+    if budget is KVBudget.FREE:
+        return (f"free_gpu_memory_fraction {fraction:g} of the "
+                f"{(total - weights - workspace) * gb:.1f} GB the model leaves free of "
+                f"{total * gb:.1f} GB CUDA-visible")
+    return f"{fraction * total * gb:.1f} GB usable ({fraction:g} of {total * gb:.1f} GB " \
+           "CUDA-visible)"
 
 
 def plan_memory(config: ServeConfig) -> MemoryPlan:
     """The KV blocks left on each GPU of a replica once weights, the activation workspace of
-    the largest step (token budget prefill, max_batch logits) and runtime buffers are placed."""
+    the largest step (token budget prefill, max_batch logits) and runtime buffers are placed,
+    by the engine's rule for `gpu_memory_utilization` (`config.budget_rule`: a share of the
+    memory CUDA reports, perfcast.specs.cuda_total_bytes, for vLLM and SGLang; of what the
+    model leaves free for TensorRT-LLM), never of the marketed decimal capacity."""
     model, device = config.model_spec, config.cluster_spec.device
     prec, plan = config.precision, config.plan
     fp = inference_memory(model, prec, plan, 1, 0, min(config.token_budget,
                                                        config.context_limit))
     logits = (config.max_batch - 1) * model.vocab_size / plan.tp * 4.0
     act = fp.activation_bytes + logits
-    usable = device.hbm_capacity_bytes * config.gpu_memory_utilization
+    total, fraction, budget = cuda_total_bytes(device)[0], config.gpu_memory_utilization, \
+        config.budget_rule
     # recurrent layers' states: one slot per schedulable sequence, reserved up front
     states = state_bytes_per_sequence(model, prec, plan) * config.max_batch
-    kv = usable - fp.weights_bytes - act - fp.runtime_bytes - states
+    placed, workspace = fp.weights_bytes + states, act + fp.runtime_bytes
+    kv, usable = _kv_share(budget, total, fraction, (fp.weights_bytes, states, act,
+                                                     fp.runtime_bytes))
     per_block = kv_bytes_per_token(model, prec, plan) * config.block_size
     if per_block == 0:  # attention-free (pure SSM): tokens hold no memory, states do
         per_block = 1.0
@@ -51,17 +83,18 @@ def plan_memory(config: ServeConfig) -> MemoryPlan:
     if blocks < 1:
         gb = 1e-9
         raise InputError("gpu_memory_utilization", f"{model.name} does not fit: "
-                         f"{usable * gb:.1f} GB usable per GPU, weights {fp.weights_bytes * gb:.1f}"
-                         f" GB + activations {act * gb:.1f} GB + "
+                         f"{_budget_text(budget, total, fraction, placed, workspace)}, "
+                         f"weights {fp.weights_bytes * gb:.1f} GB + activations "
+                         f"{act * gb:.1f} GB + "
                          + (f"recurrent states {states * gb:.1f} GB + " if states else "")
                          + "runtime "
                          f"{fp.runtime_bytes * gb:.1f} GB leave no KV block",
                          ("a smaller --max-model-len or --max-batch-tokens (the largest "
                           "prefill's workspace), a chunked-prefill scheduler, "
-                          if act > usable - fp.weights_bytes else "")
+                          if act > fraction * total - fp.weights_bytes else "")
                          + "a higher utilisation, more tp/pp, or a larger gpu")
     return MemoryPlan(usable, fp.weights_bytes, act, fp.runtime_bytes, kv, per_block, blocks,
-                      states)
+                      states, budget.value)
 
 
 class KVCache:

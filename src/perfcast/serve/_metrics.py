@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.errors import check_output_file
+from perfcast.serve._kv import MemoryPlan
 
 __all__ = ["ServeResult", "StepLog", "WeightedHistogram"]
 
@@ -151,6 +152,7 @@ class ServeResult:
     kv_blocks: int
     prefix_caching: bool = False
     spec_expected_tokens: float | None = None  # closed-form mean yield per speculative step
+    memory: MemoryPlan | None = None  # each replica's GPU memory plan (serve._kv)
 
     @property
     def duration_s(self) -> float:

@@ -29,7 +29,7 @@ from perfcast.ops import kv_bytes_per_token, weight_bytes_per_gpu
 from perfcast.serve._config import ServeConfig
 from perfcast.serve._kv import MemoryPlan
 from perfcast.serve._step_model import StatsStepTimeModel
-from perfcast.specs import get_model
+from perfcast.specs import KVBudget, get_model
 
 __all__ = ["SpecDecoding", "SpecDraws", "expected_tokens", "spec_memory",
            "yield_probabilities"]
@@ -69,7 +69,8 @@ class SpecDraws:
 
 def spec_memory(config: ServeConfig, memory: MemoryPlan) -> MemoryPlan:
     """The target's KV blocks once a draft model shares its GPUs: the draft's weights come
-    out of the KV share and every cached token also holds the draft's KV."""
+    out of the KV share (under a `free` KV budget, TensorRT-LLM's, only the fraction of them
+    the share would have taken) and every cached token also holds the draft's KV."""
     if not config.spec_k or config.spec_draft_model is None or \
             config.spec_draft_gpu == "separate":
         return memory
@@ -77,13 +78,17 @@ def spec_memory(config: ServeConfig, memory: MemoryPlan) -> MemoryPlan:
     weights = weight_bytes_per_gpu(draft, config.precision, config.plan)
     per_block = memory.bytes_per_block + kv_bytes_per_token(
         draft, config.precision, config.plan) * config.block_size
-    kv = memory.kv_bytes - weights
+    taken = weights  # out of the KV share; a free budget's share is of what is left
+    if memory.kv_budget == KVBudget.FREE.value:
+        taken = weights * config.gpu_memory_utilization
+    kv = memory.kv_bytes - taken
     blocks = int(kv // per_block) if kv > 0 else 0
     if blocks < 1:
         raise InputError("spec_draft_model", f"{draft.name} does not fit beside "
                          f"{config.model_spec.name}: no KV block is left",
                          "a smaller draft, spec_draft_gpu='separate', or more memory")
     return replace(memory, weights_bytes=memory.weights_bytes + weights, kv_bytes=kv,
+                   usable_bytes=memory.usable_bytes + weights - taken,
                    bytes_per_block=per_block, blocks=blocks)
 
 

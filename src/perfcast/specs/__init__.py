@@ -8,14 +8,15 @@ _EXPORTS = {
         "get_model", "load_model_config", "model_entries", "model_names"),
     "_cluster": ("Cluster", "Link", "LinkKind"),
     "_device": ("Device",),
+    "_memory": ("cuda_total_bytes", "physical_memory_bytes"),
     "_diffusers": ("DiffusionPipelineSpec", "TextEncoderConfig", "UNetConfig", "VAEConfig",
         "diffusion_model_entries", "diffusion_model_names", "get_diffusion_model"),
     "_dtype": ("DType", "bytes_per_element", "parse_dtype"),
     "_model": ("LinearMixerSpec", "MLASpec", "ModelSpec", "MoESpec", "SparseAttentionSpec"),
     "_plan": ("ParallelPlan", "PipelineSchedule"),
     "_precision": ("Precision",),
-    "_stack": ("AttentionBackend", "GraphCapture", "HostModel", "Stack", "get_stack",
-        "stack_names"),
+    "_stack": ("AttentionBackend", "GraphCapture", "HostModel", "KVBudget", "Stack",
+        "get_stack", "stack_names"),
     "_vision": ("VisionSpec",),
 }
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from perfcast.errors import InputError, close_matches, from_validation_error
 
-__all__ = ["AttentionBackend", "GraphCapture", "HostModel", "Stack", "get_stack",
+__all__ = ["AttentionBackend", "GraphCapture", "HostModel", "KVBudget", "Stack", "get_stack",
            "stack_names"]
 
 
@@ -48,6 +48,23 @@ class GraphCapture(StrEnum):
     NONE = "none"
     CUDA_GRAPHS = "cuda-graphs"
     TORCH_COMPILE = "torch-compile"
+
+
+class KVBudget(StrEnum):
+    """What a serving engine's memory fraction (perfcast's `gpu_memory_utilization`) is a
+    share of; the KV cache gets what is left of it.
+
+    `total`: vLLM's gpu_memory_utilization, a share of the CUDA total holding weights,
+    activation workspace, runtime buffers and KV (vLLM `requested_memory = total_gpu_memory
+    * gpu_memory_utilization`). SGLang's mem_fraction_static is priced the same way: it
+    holds weights and the KV pool only, its workspace living in the rest, and SGLang picks
+    its default per GPU to leave that workspace free, so the KV share comes out about the
+    same. `free`: TensorRT-LLM's free_gpu_memory_fraction, a share of the memory left free
+    once weights, workspace and runtime are placed (its KvCacheConfig: "allocate 90% of free
+    GPU memory for KV cache")."""
+
+    TOTAL = "total"
+    FREE = "free"
 
 
 class HostModel(BaseModel):
@@ -104,6 +121,7 @@ class Stack(BaseModel):
     # family -> {GPU architecture or "default": the kernel (op name in the source's tables)}
     kernels: dict[str, dict[str, str]] = Field(default_factory=dict)
     training_memory: str = "amp"
+    kv_budget: KVBudget = KVBudget.TOTAL  # what a serving engine's memory fraction covers
     # ZeRO-2/3 (FSDP) sharding inside pipeline stages: torchtitan's FSDP2 + PP does it;
     # Megatron-Core and DeepSpeed shard only the optimizer state across pipelines
     pipeline_sharding: bool = False

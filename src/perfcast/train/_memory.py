@@ -21,26 +21,20 @@ term of the paper is replaced by the softmax statistics (4 B per head per token)
 selective recomputation — which the paper defines as dropping exactly that term — only
 frees those statistics.
 
-What a plan may fill (`MemoryBudget`): the bytes the CUDA allocator can get, not the
-marketed capacity. Vendors quote binary GiB as "GB" (nvidia-smi: an "A100 80GB" has 81,920 MiB,
-exactly 80 GiB; an "H100 80GB" 81,559 MiB, github.com/modal-labs/modal-client/pull/2797), so the
-catalog's decimal bytes read in GiB bound the physical memory from above; the CUDA total
-(cudaMemGetInfo, which still holds the CUDA context counted in `runtime`) is a little less:
-data/gpu_memory.json, per device with its source. The caching allocator's fragmentation is
-a fraction of that held back (`allocator_reserve`), 0 by default: PyTorch's default
-allocator loses 15% on average (up to 33%) under recomputation, ZeRO and LoRA on A100-80GB
-(GMLake, Guo et al., ASPLOS 2024, arxiv.org/abs/2401.08156), but expandable segments
-(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which NVIDIA's Megatron-Bridge memory
-guide says most launch templates set, docs.nvidia.com/nemo/megatron-bridge) remove most of
-it, and no published fraction carries to them; the 216 MosaicML runs that ran leave 4.7% of
-headroom under this accounting.
+What a plan may fill (`MemoryBudget`): the bytes the CUDA allocator can get
+(perfcast.specs.cuda_total_bytes, the number every fit check reads), not the marketed
+capacity; the CUDA total still holds the CUDA context, counted in `runtime`. The caching
+allocator's fragmentation is a fraction of that held back (`allocator_reserve`), 0 by
+default: PyTorch's default allocator loses 15% on average (up to 33%) under recomputation,
+ZeRO and LoRA on A100-80GB (GMLake, Guo et al., ASPLOS 2024, arxiv.org/abs/2401.08156), but
+expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which NVIDIA's
+Megatron-Bridge memory guide says most launch templates set,
+docs.nvidia.com/nemo/megatron-bridge) remove most of it, and no published fraction carries
+to them; the 216 MosaicML runs that ran leave 4.7% of headroom under this accounting.
 """
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -50,53 +44,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from perfcast.compose import DDP_BUCKET_BYTES
 from perfcast.errors import InputError, from_validation_error
 from perfcast.ops._memory import NCCL_BYTES, RUNTIME_BYTES
-from perfcast.specs import Device, ModelSpec, Precision, bytes_per_element
+from perfcast.specs import (
+    Device,
+    ModelSpec,
+    Precision,
+    bytes_per_element,
+    cuda_total_bytes,
+    physical_memory_bytes,
+)
 from perfcast.train._memory_policy import TrainingMemoryPolicy, memory_policy
 from perfcast.train._schedule import Schedule, held
 
 __all__ = ["MEMORY_KINDS", "MemoryBudget", "activation_bytes_per_layer", "eager_step_memory",
-           "nccl_bytes", "physical_bytes", "stage_memory", "state_bytes_per_param",
-           "usable_bytes"]
+           "nccl_bytes", "stage_memory", "state_bytes_per_param"]
 
 MEMORY_KINDS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "runtime")
 
 DROPOUT_MASK_BYTES = 1.0  # Korthikanti et al. 2022: one byte per element
 LSE_BYTES = 4.0  # FlashAttention's fp32 log-sum-exp per head and query token
-GIB_PER_GB = 2**30 / 1e9  # a marketed "GB" of device memory is a GiB (module docstring)
-MIB = 2**20
-
-
-@cache
-def _gpu_memory() -> dict:
-    """The shipped CUDA-visible totals (data/gpu_memory.json)."""
-    path = resources.files("perfcast.train") / "data" / "gpu_memory.json"
-    return json.loads(path.read_text())
-
-
-def physical_bytes(device: Device) -> float:
-    """An upper bound on the device's memory: its catalog capacity read in GiB (vendors
-    quote GiB as GB; parts with ECC or reserved pages show less, never more)."""
-    return device.hbm_capacity_bytes * GIB_PER_GB
-
-
-def usable_bytes(device: Device) -> tuple[float, str]:
-    """(bytes the CUDA allocator can get on `device`, where that number comes from): the
-    shipped CUDA total, else nvidia-smi's total less the measured NVML-to-CUDA gap, else
-    the catalog capacity in decimal bytes (below what GiB-sized parts have)."""
-    table = _gpu_memory()
-    row = table["devices"].get(device.name)
-    if row is None:
-        return device.hbm_capacity_bytes, "catalog capacity (no measured CUDA total)"
-    if "cuda_total_bytes" in row:
-        return float(row["cuda_total_bytes"]), row["source"]
-    return (row["nvml_total_mib"] * MIB - table["nvml_to_cuda_gap_bytes"],
-            f"{row['source']}, less the NVML-to-CUDA gap ({table['nvml_to_cuda_gap_source']})")
-
-
 class MemoryBudget(BaseModel):
     """What part of one GPU's memory a training plan may fill (module docstring):
     `usable_bytes`, what the CUDA allocator can get (None: the device's shipped CUDA total,
-    `usable_bytes()`), less `allocator_reserve` of it held by the caching allocator."""
+    `perfcast.specs.cuda_total_bytes`), less `allocator_reserve` of it held by the caching
+    allocator."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -116,7 +86,7 @@ class MemoryBudget(BaseModel):
     def usable(self, device: Device) -> tuple[float, str]:
         """(CUDA-visible bytes, their source): the given ones, else the device's."""
         if self.usable_bytes is None:
-            return usable_bytes(device)
+            return cuda_total_bytes(device)
         return self.usable_bytes, "given"
 
     def budget_bytes(self, device: Device) -> float:
@@ -125,7 +95,7 @@ class MemoryBudget(BaseModel):
 
     def check(self, device: Device) -> None:
         """Given usable bytes above the device's physical memory are refused."""
-        top = physical_bytes(device)
+        top = physical_memory_bytes(device)
         if self.usable_bytes is not None and self.usable_bytes > top:
             raise InputError("memory_budget.usable_bytes", f"{self.usable_bytes:.4g} B exceeds "
                              f"{device.name}'s {top:.4g} B of physical memory",
@@ -134,7 +104,7 @@ class MemoryBudget(BaseModel):
     def describe(self, device: Device) -> dict[str, Any]:
         """The budget as a result's inputs print it (bytes and the source of each)."""
         usable, source = self.usable(device)
-        return {"physical_bytes": physical_bytes(device), "usable_bytes": usable,
+        return {"physical_bytes": physical_memory_bytes(device), "usable_bytes": usable,
                 "usable_source": source, "allocator_reserve": self.allocator_reserve,
                 "budget_bytes": self.budget_bytes(device)}
 

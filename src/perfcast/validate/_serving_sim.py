@@ -18,6 +18,8 @@ up to its 8192-token chunked-prefill size, decodes pausing meanwhile (mixed chun
 by default: `vllm-v0`-style); `max_batch` = the point's concurrency,
 and CPU scheduling overlapped with the GPU step (SGLang's and TensorRT-LLM's overlap
 schedulers, vLLM's async scheduling), so host time counts only where it exceeds the step.
+KV memory as each engine sizes it at its default fraction (0.9): of the CUDA total for vLLM
+and SGLang, of what the model leaves free for TensorRT-LLM (`perfcast.specs.KVBudget`).
 
 MoE points run their measured layout (`point_layout`): attention TP `tp`, `dp` attention-DP
 ranks (each a replica behind a round-robin router, as SGLang's and TensorRT-LLM's DP
@@ -38,6 +40,7 @@ import pandas as pd
 from perfcast.compose import ServingStepModel
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
+from perfcast.specs import get_stack
 from perfcast.validate._serving import (
     GRID_BATCH,
     kept_step_model,
@@ -58,8 +61,9 @@ _STEP_MODELS: OrderedDict[tuple, tuple[object, ServingStepModel]] = OrderedDict(
 
 def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
     """The ServeConfig fields every replay of a point shares (module docstring): model, GPU,
-    precision, scheduler and token budget of its backend, overlapped host, context limit,
-    the stack pricing its kernels (`point_stack`)."""
+    precision, scheduler, token budget and KV memory rule of its backend (the engine that
+    ran sized its KV cache, whichever tables price the kernels), overlapped host, context
+    limit, the stack pricing its kernels (`point_stack`)."""
     prefill_first = point["backend"] == "sglang"
     isl, osl = int(point["isl"]), int(point["osl"])
     # prefill-first engines take whole prompts, a recompute-preempted one with its output
@@ -67,7 +71,8 @@ def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
     return {"model": point["model"], "gpu": point["device"], "max_batch_tokens": budget,
             "scheduler": "vllm-v0" if prefill_first else "vllm-v1",
             "precision": point_precision(point), "host_overlap": True,
-            "max_context": isl + osl, "stack": point_stack(point, stack)}
+            "max_context": isl + osl, "stack": point_stack(point, stack),
+            "kv_budget": get_stack(point["backend"]).kv_budget.value}
 
 
 def cached_step_model(config: ServeConfig, time_model: ExecutionTimeModel | None

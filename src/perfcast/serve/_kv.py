@@ -50,9 +50,12 @@ def _budget_text(budget: KVBudget, total: float, fraction: float, weights: float
                  workspace: float) -> str:
     gb = 1e-9
     if budget is KVBudget.FREE:
-        return (f"free_gpu_memory_fraction {fraction:g} of the "
-                f"{(total - weights - workspace) * gb:.1f} GB the model leaves free of "
-                f"{total * gb:.1f} GB CUDA-visible")
+        free = total - weights - workspace
+        if free <= 0:
+            return (f"free_gpu_memory_fraction {fraction:g} of nothing: no memory of "
+                    f"{total * gb:.1f} GB CUDA-visible is left free")
+        return (f"free_gpu_memory_fraction {fraction:g} of the {free * gb:.1f} GB the model "
+                f"leaves free of {total * gb:.1f} GB CUDA-visible")
     return f"{fraction * total * gb:.1f} GB usable ({fraction:g} of {total * gb:.1f} GB " \
            "CUDA-visible)"
 

@@ -156,7 +156,8 @@ def stacks(name: Annotated[str | None, typer.Argument(help="One stack: its kerne
     fmt = output_format(json_out, format_out)
     chosen = [get_stack(name)] if name is not None else [get_stack(n) for n in stack_names()]
     rows = [{**s.card(), "description": s.description, "host": s.host.model_dump(),
-             "families": stack_families(s), "provenance": s.provenance} for s in chosen]
+             "kv_budget": s.kv_budget.value, "families": stack_families(s),
+             "provenance": s.provenance} for s in chosen]
     emit(fmt, lambda: {"stacks": rows}, lambda: _print_stacks(rows, detail=name is not None))
 
 
@@ -168,7 +169,8 @@ def _print_stacks(rows: list[dict], detail: bool) -> None:
     if detail:
         row = rows[0]
         table = Table(title=f"{row['name']}: {row['framework']} {row['version']} — "
-                            f"attention {row['attention']}, {row['graph_capture']}")
+                            f"attention {row['attention']}, {row['graph_capture']}, KV cache "
+                            f"a share of the {row['kv_budget']} memory")
         for col in ("family", "status", "kernel source", "measured on", "note"):
             table.add_column(col)
         for fam, e in row["families"].items():

@@ -323,11 +323,12 @@ def serving_report(method: list[str] | None = None, points_per_group: int | None
 
 
 def coverage_lines(coverage: dict) -> list[str]:
-    """What share of the measured deployments perfcast can express and resolve."""
+    """What share of the measured deployments perfcast can express, resolve and fit."""
     return [f"modelled: {coverage['modelled']} of {coverage['rows']} deployments of "
             f"silicon_sample_dev.csv ({coverage['share']:.1%}) resolve as `perfcast serve` "
-            "requests", *[f"- refused ({r['field']}, {r['rows']} rows): {r['reason']}"
-                          for r in coverage["refused"]]]
+            "requests and fit its memory planner",
+            *[f"- refused ({r['field']}, {r['rows']} rows): {r['reason']}"
+              for r in coverage["refused"]]]
 
 
 def _serving_md(rows: pd.DataFrame, sample: str, skipped: list[dict], coverage: dict) -> str:

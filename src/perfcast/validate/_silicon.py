@@ -23,6 +23,7 @@ import pandas as pd
 from perfcast.api import resolve
 from perfcast.api._serve import ServeRequest
 from perfcast.errors import InputError
+from perfcast.serve import plan_memory
 from perfcast.serve._disagg import PoolLayout
 from perfcast.validate._serving_sim import ROUNDS
 
@@ -114,11 +115,13 @@ def coverage_summary(coverage: pd.DataFrame) -> dict[str, Any]:
 
 def silicon_coverage(deployments: list[SiliconDeployment]) -> pd.DataFrame:
     """Per deployment: whether perfcast resolves it (model, GPU, layout and precision all
-    modelled), else the option its refusal names and why. Resolving prices nothing."""
+    modelled) and its memory planner fits every GPU of it (each pool of a disaggregated
+    one), else the option its refusal names and why. Nothing is priced or simulated."""
     rows = []
     for d in deployments:
         try:
-            resolve(d.request)
+            for config in resolve(d.request).configs:
+                plan_memory(config)
         except InputError as exc:
             rows.append({"row_id": d.row_id, "modelled": False, "field": exc.field,
                          "reason": exc.problem})

@@ -55,7 +55,6 @@ from perfcast.serve import (
 from perfcast.serve._config import DEFAULT_EXPERT_SKEW, DEFAULT_MAX_MODEL_LEN, SERVE_KERNEL_MODELS
 from perfcast.serve._disagg import PoolLayout
 from perfcast.specs import (
-    KVBudget,
     ModelSpec,
     Precision,
     cuda_total_bytes,
@@ -136,14 +135,6 @@ class ServeEngine(Group):
     kernel_model: str = Field("calibrated", description="calibrated (the physical model "
                               "fitted per family) or learned (gradient-boosted trees inside "
                               "their envelope over it, issue 18).")
-
-    @field_validator("kv_budget")
-    @classmethod
-    def _known_budget(cls, value: str | None) -> str | None:
-        budgets = [b.value for b in KVBudget]
-        if value is not None and value not in budgets:
-            raise InputError("kv_budget", f"unknown budget {value!r}", budgets)
-        return value
 
     @field_validator("kernel_model")
     @classmethod
@@ -634,7 +625,7 @@ def _memory_plan(plan, config: ServeConfig) -> dict:
     share of (kv_budget: total = vLLM and SGLang, free = TensorRT-LLM), the CUDA-visible
     total it starts from and where that number comes from, and the bytes per part."""
     total, source = cuda_total_bytes(config.cluster_spec.device)
-    return {"kv_budget": plan.kv_budget, "gpu_memory_utilization":
+    return {"kv_budget": plan.kv_budget.value, "gpu_memory_utilization":
             config.gpu_memory_utilization, "cuda_total_bytes": total,
             "cuda_total_source": source, "held_bytes": plan.usable_bytes,
             "weights_bytes": plan.weights_bytes, "activation_bytes": plan.activation_bytes,

@@ -123,7 +123,7 @@ def simulate_colocated(configs: list[ServeConfig], workloads: list, *,
                                                                  first.tp, first.pp):
             raise InputError("configs", "co-located models need one replica each on the same "
                              "GPUs (same gpu/cluster, tp and pp)")
-    if any(c.kv_budget == KVBudget.FREE.value for c in configs):
+    if any(c.kv_budget is KVBudget.FREE for c in configs):
         raise InputError("kv_budget", "co-located models split the CUDA total between them "
                          "(memory_split); a fraction of what each model leaves free "
                          "(TensorRT-LLM's rule) would count the same free memory twice",
@@ -131,7 +131,7 @@ def simulate_colocated(configs: list[ServeConfig], workloads: list, *,
     memory = _split("memory_split", memory_split, n)
     configs = [ServeConfig(**(c.model_dump() | {"gpu_memory_utilization":
                                                 c.gpu_memory_utilization * m,
-                                                "kv_budget": KVBudget.TOTAL.value}))
+                                                "kv_budget": KVBudget.TOTAL}))
                for c, m in zip(configs, memory, strict=True)]
     if sharing == "mps":
         compute = _split("compute_split", compute_split, n)

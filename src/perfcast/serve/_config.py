@@ -81,7 +81,7 @@ class ServeConfig(BaseModel):
     gpu_memory_utilization: float = Field(default=0.9, gt=0.0, le=1.0, description="the "
                                           "engine's memory fraction, a share of what "
                                           "kv_budget says (perfcast.specs.KVBudget)")
-    kv_budget: Literal["total", "free"] | None = Field(
+    kv_budget: KVBudget | None = Field(
         default=None, description="what gpu_memory_utilization is a share of: the CUDA total "
         "(vLLM, SGLang) or what the model leaves free (TensorRT-LLM); None: the stack's rule "
         "(vLLM's without a stack)")
@@ -262,7 +262,7 @@ class ServeConfig(BaseModel):
         """What gpu_memory_utilization is a share of: kv_budget, else the stack's rule
         (vLLM's without a stack)."""
         if self.kv_budget is not None:
-            return KVBudget(self.kv_budget)
+            return self.kv_budget
         return KVBudget.TOTAL if self.stack is None else get_stack(self.stack).kv_budget
 
     @property

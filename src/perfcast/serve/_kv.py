@@ -31,7 +31,7 @@ class MemoryPlan:
     bytes_per_block: float
     blocks: int
     state_bytes: float = 0.0  # recurrent layers' per-sequence states, max_batch slots
-    kv_budget: str = KVBudget.TOTAL.value
+    kv_budget: KVBudget = KVBudget.TOTAL
 
 
 def _kv_share(budget: KVBudget, total: float, fraction: float, parts: tuple[float, ...]
@@ -39,11 +39,11 @@ def _kv_share(budget: KVBudget, total: float, fraction: float, parts: tuple[floa
     """(bytes the engine's rule leaves for KV, bytes the engine holds) given `parts` =
     (weights, recurrent states, activation workspace, runtime) per GPU (KVBudget)."""
     weights, states, act, runtime = parts
-    share = fraction * total
     if budget is KVBudget.FREE:  # TensorRT-LLM: a share of what the model leaves free
         kv = fraction * (total - weights - states - act - runtime)
         return kv, weights + states + act + runtime + kv
-    return share - weights - act - runtime - states, share  # vLLM: everything in the share
+    share = fraction * total  # vLLM: everything in the share
+    return share - weights - act - runtime - states, share
 
 
 def _budget_text(budget: KVBudget, total: float, fraction: float, weights: float,
@@ -97,7 +97,7 @@ def plan_memory(config: ServeConfig) -> MemoryPlan:
                           if act > fraction * total - fp.weights_bytes else "")
                          + "a higher utilisation, more tp/pp, or a larger gpu")
     return MemoryPlan(usable, fp.weights_bytes, act, fp.runtime_bytes, kv, per_block, blocks,
-                      states, budget.value)
+                      states, budget)
 
 
 class KVCache:

@@ -79,7 +79,7 @@ def spec_memory(config: ServeConfig, memory: MemoryPlan) -> MemoryPlan:
     per_block = memory.bytes_per_block + kv_bytes_per_token(
         draft, config.precision, config.plan) * config.block_size
     taken = weights  # out of the KV share; a free budget's share is of what is left
-    if memory.kv_budget == KVBudget.FREE.value:
+    if memory.kv_budget is KVBudget.FREE:
         taken = weights * config.gpu_memory_utilization
     kv = memory.kv_bytes - taken
     blocks = int(kv // per_block) if kv > 0 else 0

@@ -72,7 +72,7 @@ def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
             "scheduler": "vllm-v0" if prefill_first else "vllm-v1",
             "precision": point_precision(point), "host_overlap": True,
             "max_context": isl + osl, "stack": point_stack(point, stack),
-            "kv_budget": get_stack(point["backend"]).kv_budget.value}
+            "kv_budget": get_stack(point["backend"]).kv_budget}
 
 
 def cached_step_model(config: ServeConfig, time_model: ExecutionTimeModel | None

@@ -13,9 +13,18 @@ The CUDA probes of other GPU hosts (`--hosts`) give `spread`: the largest factor
 measured host's per-layer host time differs from the reference, either way (low = 1/high),
 which widens the 90% intervals of host-bound forecasts.
 
+A training probe (`--train-probe`, scripts/gpu_train_check.py's host_train_probe part:
+hidden-64 Llamas of 1 and 5 layers, forward + backward + fused AdamW, AMP and pure bf16) gives
+the eager stacks' training host model the same way: the per-layer slopes over perfcast's own
+training kernels per layer (autocast for AMP, Adam included) -> train_dispatch_s; what a
+1-layer iteration costs beyond one layer and perfcast's kernels outside the layers ->
+train_step_s (the mean over both policies).
+
     python scripts/derive_host_model.py --probe docs/validation/gpu_check/h100_host_check.json \
         --hosts docs/validation/gpu_check/h200_host_check.json \
         docs/validation/gpu_check/h100b_host_check.json
+    python scripts/derive_host_model.py \
+        --train-probe docs/validation/gpu_check/h100_train_probe.json
     python scripts/derive_host_model.py --check    # the shipped files match the derivation
 """
 
@@ -66,6 +75,34 @@ def derive(probe: dict) -> dict:
             "step_s": step, "generate_s": generate}
 
 
+def train_kernels(policy: str) -> dict[str, int]:
+    """perfcast's eager training kernels per layer and outside the layers for the training
+    probe's model (hidden 64, 4 heads, 2 KV heads, 16 tokens; autocast for AMP)."""
+    spec = ModelSpec(name="probe-llama", model_type="llama", hidden_size=64, num_layers=1,
+                     num_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128,
+                     vocab_size=256, position="rope", norm="rmsnorm", activation="silu",
+                     gated_mlp=True)
+    ops = eager_ops(spec, 1, 16, "training", Precision.uniform("bf16"), attention="sdpa",
+                    optimizer="adam", autocast=policy == "amp")
+    per = ops.groupby("layer")["count"].sum()
+    return {"layer": int(per["layer"]), "outside": int(per.sum() - per["layer"])}
+
+
+def derive_train(rows: list[dict]) -> dict:
+    """train_dispatch_s and train_step_s from the training probe's rows (module docstring)."""
+    slopes, kernels, fixed = {}, {}, {}
+    for policy in ("amp", "pure-bf16"):
+        t = {r["layers"]: r["iteration_s"] for r in rows if r["policy"] == policy}
+        slopes[policy] = (t[5] - t[1]) / 4
+        kernels[policy] = train_kernels(policy)
+        fixed[policy] = t[1] - slopes[policy]
+    dispatch = sum(slopes.values()) / sum(k["layer"] for k in kernels.values())
+    step = sum(fixed[p] - dispatch * kernels[p]["outside"] for p in fixed) / len(fixed)
+    if min(dispatch, step) <= 0:
+        sys.exit(f"the training probe gives a non-positive host term: {dispatch=}, {step=}")
+    return {"train_kernels": kernels, "train_dispatch_s": dispatch, "train_step_s": step}
+
+
 def per_layer_s(probe: dict) -> float:
     """A probe's host seconds per layer: its forward and generate() slopes together."""
     return probe["forward_per_layer"]["per_layer_s"] + probe["generate_per_layer"]["per_layer_s"]
@@ -95,6 +132,24 @@ def reference_cpu(shipped: dict) -> str:
     cuda = shipped["probes"]["cuda"]
     return (f"{cuda['cpu']} host of an {cuda['device_name']}, torch {cuda['torch']}, "
             f"transformers {cuda['transformers']}")
+
+
+TRAIN_NOTE = " Training host: "
+
+
+def with_train(host: dict, shipped: dict, derived: dict) -> dict:
+    """`host` with the training terms every eager-graph stack carries, and their provenance
+    after TRAIN_NOTE (replacing an earlier derivation's)."""
+    base = host["provenance"].split(TRAIN_NOTE)[0].rstrip(".") + "."
+    return {**host, "train_dispatch_s": round(derived["train_dispatch_s"], 9),
+            "train_step_s": round(derived["train_step_s"], 9),
+            "provenance": base + TRAIN_NOTE + "scripts/derive_host_model.py from compose/"
+                          "data/host_eager_torch.json's train_probe ("
+                          f"{shipped['train_probe']['source']}: hidden-64 Llama training "
+                          "iterations at 1 and 5 layers on the reference host, AMP and pure "
+                          "bf16, host-bound): per-layer slopes over perfcast's training "
+                          "kernels per layer -> train_dispatch_s; the 1-layer iteration "
+                          "beyond them -> train_step_s."}
 
 
 def host_entry(shipped: dict, derived: dict) -> dict:
@@ -132,6 +187,8 @@ def main() -> None:
                         "probes from (default: keep the shipped ones)")
     parser.add_argument("--hosts", type=Path, nargs="*", help="gpu_host_check.py JSONs of "
                         "other GPU hosts, for the spread (default: keep the shipped ones)")
+    parser.add_argument("--train-probe", type=Path, help="a gpu_train_check.py JSON to take "
+                        "the training probe from (default: keep the shipped one)")
     parser.add_argument("--check", action="store_true", help="fail if the shipped files "
                         "differ from the derivation")
     args = parser.parse_args()
@@ -150,16 +207,26 @@ def main() -> None:
     if args.hosts is not None:
         shipped = {**shipped, "other_hosts": [{**_probes(p)["cuda"], "source": _rel(p)}
                                            for p in args.hosts]}
-    derived = {**derive(shipped["probes"]["cuda"]), "spread": spread(shipped)}
+    if args.train_probe:
+        rows = json.loads(args.train_probe.read_text())["rows"]
+        shipped = {**shipped, "train_probe": {
+            "source": _rel(args.train_probe),
+            "rows": [r for r in rows if r.get("what") == "host_train_probe"]}}
+    derived = {**derive(shipped["probes"]["cuda"]), "spread": spread(shipped),
+               **derive_train(shipped["train_probe"]["rows"])}
     new_host = {**shipped, "derived": derived}
     stacks = json.loads(STACKS_JSON.read_text())
     entry = next(s for s in stacks["stacks"] if s["name"] == STACK)
     compiled = next(s for s in stacks["stacks"] if s["name"] == COMPILED)
-    new_entry = host_entry(shipped, derived)
+    eager = [s for s in stacks["stacks"]
+             if s.get("training_graph") == "eager" and s["name"] != STACK]
+    new_entry = with_train(host_entry(shipped, derived), shipped, derived)
     new_compiled = compiled_entry(shipped, derived, compiled["host"])
+    new_eager = [with_train(s["host"], shipped, derived) for s in eager]
     if args.check:
         same_host = new_host == json.loads(HOST_JSON.read_text())
-        same_stacks = entry["host"] == new_entry and compiled["host"] == new_compiled
+        same_stacks = (entry["host"] == new_entry and compiled["host"] == new_compiled
+                       and [s["host"] for s in eager] == new_eager)
         stale = [p.name for p, same in ((HOST_JSON, same_host), (STACKS_JSON, same_stacks))
                  if not same]
         if stale:
@@ -168,6 +235,8 @@ def main() -> None:
         return
     HOST_JSON.write_text(json.dumps(new_host, indent=1) + "\n")
     entry["host"], compiled["host"] = new_entry, new_compiled
+    for stack, host in zip(eager, new_eager, strict=True):
+        stack["host"] = host
     STACKS_JSON.write_text(json.dumps(stacks, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(derived, indent=1))
 

@@ -50,3 +50,18 @@ def test_fusion_of_a_half_rmsnorm_moves_the_dtype_once():
     fused = _layer("bf16", fused=True)
     norm = fused[fused["op"].str.endswith("rms_ln_1")].iloc[0]
     assert norm["bytes_read"] == norm["bytes_written"] == 2 * 64
+
+
+@pytest.mark.parametrize("name, rows_per_token", [("qwen3-0.6b", "heads"), ("olmo-2-7b", 1)])
+def test_q_and_k_are_rms_normed_where_transformers_does_it(name, rows_per_token):
+    from perfcast.specs import get_model
+
+    model = get_model(name)
+    ops = eager_ops(model, 1, 64, "forward", Precision(weights="bf16", activations="bf16",
+                                                      kv_cache="bf16"), attention="sdpa")
+    q = ops[ops["op"] == "powu:q_norm.pow"].iloc[0]
+    rows = 64 * (model.num_heads if rows_per_token == "heads" else 1)
+    assert q["m"] == rows and q["n"] == model.num_heads * model.head_dim / rows * 64
+    llama = eager_ops(get_model("llama-3.2-1b"), 1, 64, "forward", Precision(
+        weights="bf16", activations="bf16", kv_cache="bf16"), attention="sdpa")
+    assert not llama["op"].str.contains("q_norm").any()

@@ -38,9 +38,11 @@ class EngineHost:
 
 
 def engine_host(stack: Stack, execution: Execution | str | None, profile: str | None,
-                host_speed: float = 1.0) -> EngineHost:
+                host_speed: float = 1.0, training: bool = False) -> EngineHost:
     """The stack's launch mode and host costs on a host `host_speed` times the speed of the
-    stack's reference CPU; `execution` / `profile` given by the user replace the stack's."""
+    stack's reference CPU; `execution` / `profile` given by the user replace the stack's.
+    `training`: a training iteration's host costs where the stack measured them
+    (HostModel.train_dispatch_s, train_step_s)."""
     if not host_speed > 0:
         raise InputError("host_speed", f"must be > 0, got {host_speed}", "> 0")
     given = tuple(n for n, v in (("execution", execution), ("host", profile)) if v is not None)
@@ -56,6 +58,8 @@ def engine_host(stack: Stack, execution: Execution | str | None, profile: str | 
     if profile not in HOST_PROFILES:
         raise InputError("host", f"unknown profile {profile!r}", list(HOST_PROFILES))
     h = stack.host
-    return EngineHost(execution, profile, (h.op_dispatch_s + h.module_s) / host_speed,
-                      h.step_s / host_speed, given, h.generate_s / host_speed, host_speed,
-                      h.spread)
+    dispatch, step = h.op_dispatch_s + h.module_s, h.step_s
+    if training and h.train_dispatch_s is not None:
+        dispatch, step = h.train_dispatch_s, h.train_step_s
+    return EngineHost(execution, profile, dispatch / host_speed, step / host_speed, given,
+                      h.generate_s / host_speed, host_speed, h.spread)

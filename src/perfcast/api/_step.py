@@ -187,12 +187,13 @@ class StepStack:
     host_spread: tuple[float, float] = (1.0, 1.0)
 
 
-def step_stack(stack: Stack, engine: StepEngine, host_speed: float = 1.0) -> StepStack:
+def step_stack(stack: Stack, engine: StepEngine, host_speed: float = 1.0,
+               training: bool = False) -> StepStack:
     """The stack's choices with `engine`'s explicit ones on top: attention kernel and fusion
-    here, launch mode and host costs (divided by `host_speed`) from `engine_host`, the one
-    place a stack's host becomes seconds."""
+    here, launch mode and host costs (divided by `host_speed`; a training step's where the
+    stack measured them) from `engine_host`, the one place a stack's host becomes seconds."""
     fused = engine.fused if engine.fused is not None else bool(stack.fused)
-    host = engine_host(stack, engine.execution, None, host_speed)
+    host = engine_host(stack, engine.execution, None, host_speed, training)
     overridden = tuple(name for name in ("fused", "execution")
                        if getattr(engine, name) is not None)
     return StepStack(stack, "sdpa" if stack.attention.fused else "eager", fused,
@@ -246,7 +247,8 @@ def resolve_step(request: StepRequest) -> ResolvedStep | ResolvedCNNStep:
     time_model, info = request.kernels.resolve(machines.device, stack)
     speed = host_speed_for(request.stack, info, stack.name)
     return ResolvedStep(request, spec, machines, gpus, dtype, time_model, info,
-                        collective_model(), step_stack(stack, request.engine, speed),
+                        collective_model(),
+                        step_stack(stack, request.engine, speed, w.mode == "training"),
                         _seq_len(spec, w.seq_len, w.logits))
 
 

@@ -21,8 +21,10 @@ from pydantic import Field
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, StackChoice
+from perfcast.api._engine_host import engine_host
 from perfcast.api._network import NetworkOptions, network_summary
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
+from perfcast.compose import EagerGraph
 from perfcast.errors import InputError, check_output_file, writing
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import CNN_MODELS
@@ -33,6 +35,7 @@ from perfcast.specs import (
     PipelineSchedule,
     Precision,
     Stack,
+    bytes_per_element,
     get_stack,
     parse_dtype,
     stack_names,
@@ -187,8 +190,9 @@ class TrainRecipe(Group):
     memory_policy: str | None = Field(None, description="Model-state dtypes: amp (16-bit "
                                       "params+grads, fp32 master+Adam: 16 B/param), "
                                       "amp-distributed (amp, Megatron's distributed "
-                                      "optimizer), pure-bf16 (8 B/param) or fp32 (16 B/param); "
-                                      "default amp.")
+                                      "optimizer), pure-bf16 (8 B/param), fp32 (16 B/param) "
+                                      "or torch-amp (fp32 + autocast's 16-bit weight copy); "
+                                      "default: the stack's.")
 
 
 class PlanSearch(Group):
@@ -220,7 +224,8 @@ class TrainScale(Group):
                                   "relative std of compute time; the iteration waits for "
                                   "the slowest of all GPUs.")
     host_s_per_iteration: float = Field(0.0, ge=0.0, le=3600.0, description="Exposed host "
-                                        "seconds per iteration (Python, launches, logging).")
+                                        "seconds per iteration (logging, Python) beyond an "
+                                        "eager stack's own kernel dispatch.")
     dataloader_s_per_iteration: float = Field(0.0, ge=0.0, le=3600.0, description="Exposed "
                                               "data-loading seconds per iteration (default 0: "
                                               "prefetched).")
@@ -325,6 +330,7 @@ class ResolvedTrainSweep:
     inputs: dict[str, Any]
     overlap: CommOverlap
     pipeline_sharding: bool
+    graph: EagerGraph | None
 
     def execute(self) -> TrainSweepResult:
         w, r = self.request.workload, self.request.recipe
@@ -334,7 +340,7 @@ class ResolvedTrainSweep:
                             expert_skew=r.expert_skew, time_model=self.time_model,
                             memory_policy=self.inputs["memory_policy"], overlap=self.overlap,
                             memory_budget=self.request.memory.spec(),
-                            pipeline_sharding=self.pipeline_sharding)
+                            pipeline_sharding=self.pipeline_sharding, graph=self.graph)
         return TrainSweepResult(self.request, self.inputs, table, self.request.search.top)
 
 
@@ -411,16 +417,13 @@ def resolve_train(request: TrainRequest) -> Resolved:
                              "model of a training forecast", "another --stack, or "
                              "--kernel-model calibrated without --rlhf")
         time_model = stack_time_model(stack.name, machines.device, time_model)
-    if not (stack.fused and stack.attention.fused):  # not a fused training stack
-        info["scope"] = (f"`train` prices a Megatron-style op table (fused attention, norms "
-                         f"and activations); {stack.name} changes its kernel sources and "
-                         "memory policy only: its own eager graph is `perfcast step --mode "
-                         f"training --stack {stack.name}`")
     batch = w.micro_batch * dp if w.global_batch is None else w.global_batch
     chosen = recipe.memory_policy
     if chosen is None and request.stack.stack is not None and not rlhf:
         chosen = stack.training_memory  # the named stack's model-state dtypes
     policy = _memory_policy(chosen, precision, rlhf)
+    graph = _graph(stack, spec, rlhf, policy, precision)
+    info.update(_graph_scope(stack, graph))
     budget = request.memory.spec()
     budget.check(machines.device)
     inputs = {"model": spec.name, "gpu": machines.device.name, "num_gpus": gpus,
@@ -430,7 +433,7 @@ def resolve_train(request: TrainRequest) -> Resolved:
     if sweep:
         return ResolvedTrainSweep(request, spec, machines, gpus, batch, precision, time_model,
                                   inputs, _overlap(stack, request.plan, searched=True),
-                                  stack.pipeline_sharding)
+                                  stack.pipeline_sharding, graph)
     plan = request.plan.spec(dp, recipe.expert_skew)
     _check_pipeline_sharding(plan, stack)
     inputs.update(plan.model_dump(mode="json"), micro_batch=w.micro_batch,
@@ -448,11 +451,48 @@ def resolve_train(request: TrainRequest) -> Resolved:
                    micro_batch=w.micro_batch, global_batch=batch, precision=precision,
                    recompute=recipe.recompute, lora_rank=recipe.lora_rank,
                    memory_policy=policy, scale=request.scale.spec(),
-                   overlap=_overlap(stack, request.plan), memory_budget=budget)
+                   overlap=_overlap(stack, request.plan), memory_budget=budget, graph=graph)
     inputs["overlap"] = job.overlap.model_dump(mode="json")
     if not job.scale.off:
         inputs["scale"] = job.scale.model_dump(mode="json")
     return ResolvedTrain(request, job, time_model, inputs)
+
+
+def _graph(stack: Stack, model: ModelSpec, rlhf: bool, policy: str,
+           precision: Precision) -> EagerGraph | None:
+    """The eager op table of a stack that trains the HF module graph (Stack.training_graph),
+    under autocast when the memory policy runs fp32 parameters under torch.autocast
+    (torch-amp) at a 16-bit dtype; None: the Megatron-style table (other stacks, RLHF's PPO
+    step, MoE models)."""
+    if stack.training_graph != "eager" or rlhf or model.moe is not None:
+        return None
+    autocast = (memory_policy_preset(policy).autocast
+                and bytes_per_element(precision.activations) < 4)
+    host = engine_host(stack, None, None, training=True)
+    measured = stack.host.train_dispatch_s is not None  # else no host queue is priced
+    return EagerGraph(attention="sdpa" if stack.attention.fused else "eager",
+                      fused=bool(stack.fused), autocast=autocast,
+                      host_dispatch_s=host.dispatch_s if measured else 0.0,
+                      host_step_s=host.step_s if measured else 0.0)
+
+
+def _graph_scope(stack: Stack, graph: EagerGraph | None) -> dict[str, str]:
+    """What the kernel-model info says of the op table priced."""
+    if graph is None:
+        info = {"op_graph": "megatron"}
+        if not (stack.fused and stack.attention.fused):
+            info["scope"] = (f"`train` prices a Megatron-style op table (fused attention, "
+                             f"norms and activations); {stack.name} changes its kernel "
+                             "sources and memory policy only: its own eager graph is "
+                             f"`perfcast step --mode training --stack {stack.name}`")
+        return info
+    amp = "; autocast over fp32 parameters" if graph.autocast else ""
+    host = (f"; host {graph.host_dispatch_s * 1e6:.1f} us per kernel" if graph.host_dispatch_s
+            else "; no host model")
+    return {"op_graph": f"eager ({graph.attention} attention{amp}{host})",
+            "scope": (f"{stack.name}'s eager HF graph (`perfcast step --mode training`'s "
+                      "table) for plans of tensor parallelism only; plans with sequence or "
+                      "context parallelism or LoRA get the Megatron-style table")}
 
 
 def _network_inputs(request: TrainRequest, machines: Cluster) -> dict[str, Any]:

@@ -115,8 +115,9 @@ def train(
         help="LoRA rank on all linear layers.", rich_help_panel=DETAILS)] = None,
     memory_policy: Annotated[str | None, typer.Option(
         help="Model-state dtypes: amp (16-bit params+grads, fp32 master+Adam: 16 B/param), "
-             "amp-distributed (amp, Megatron's distributed optimizer), pure-bf16 (8 B/param) "
-             "or fp32 (16 B/param); default amp.", rich_help_panel=DETAILS)] = None,
+             "amp-distributed (amp, Megatron's distributed optimizer), pure-bf16 (8 B/param), "
+             "fp32 (16 B/param) or torch-amp (fp32 under torch.autocast: + its 16-bit weight "
+             "copy); default: the stack's (megatron-core: amp).", rich_help_panel=DETAILS)] = None,
     allocator_reserve: Annotated[float, typer.Option(
         help="Fraction of the CUDA-visible memory the caching allocator holds but cannot hand "
              "out (fragmentation); default 0, as with expandable segments (PyTorch's default "

@@ -11,6 +11,7 @@ _EXPORTS = {
     "_eager": ("EAGER_ATTENTION", "EAGER_LOGITS", "EAGER_MODES", "OPTIMIZERS", "eager_ops"),
     "_eager_batch": ("eager_batch_ops",),
     "_fusion": ("FUSION_RULES",),
+    "_loss": ("loss_peak_bytes_per_logit", "loss_rows"),
     "_memory": ("MemoryFootprint", "inference_memory", "kv_bytes_per_token",
         "state_bytes_per_sequence", "weight_bytes_per_gpu"),
     "_retrieval": ("INDEX_KINDS", "VectorIndex", "embed_ops", "search_ops"),

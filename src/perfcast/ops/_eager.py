@@ -27,6 +27,7 @@ from perfcast.errors import InputError
 from perfcast.ops._batch import Batch
 from perfcast.ops._eager_backward import backward_rows
 from perfcast.ops._fusion import fuse_rows
+from perfcast.ops._loss import loss_rows
 from perfcast.ops._table import COLUMNS, OpRows
 from perfcast.ops._transformer import _attention as _serving_attention
 from perfcast.ops._transformer import _Ctx
@@ -59,6 +60,13 @@ class _Graph:
     plan: ParallelPlan = field(default_factory=ParallelPlan)
     sdpa: bool = False  # fused attention kernel instead of the materialised scores
     cache: bool = False  # HF DynamicCache: torch.cat of the new K/V onto the cache per layer
+    autocast: bool = False  # fp32 parameters under torch.autocast to this 16-bit dtype
+
+    @property
+    def up(self) -> float:
+        """Elements of this dtype per fp32 value: the residual stream's width under autocast
+        (fp32 embeddings and norms, 16-bit linears), 1 without it."""
+        return 4 / self.elem_bytes if self.autocast else 1.0
 
     def add(self, op: str, family: str, *, b: float = 1, m: float, n: float, k: float = 0,
             flops: float, reads: float, writes: float, fuse: str = "", **extra) -> None:
@@ -69,8 +77,16 @@ class _Graph:
                           "count": self.count, "fuse": fuse, **extra})
 
     def linear(self, label: str, tokens: float, out: float, inp: float,
-               bias: bool = True) -> None:
-        """nn.Linear / addmm: Y[tokens, out] = X[tokens, inp] W^T (+ b in the epilogue)."""
+               bias: bool = True, wide: bool = False) -> None:
+        """nn.Linear / addmm: Y[tokens, out] = X[tokens, inp] W^T (+ b in the epilogue).
+        Under autocast the fp32 weight is cast to 16 bits (once per forward; autocast caches
+        leaf casts), and so is an input read off the fp32 stream (`wide`), at every call
+        (PyTorch AMP docs, "CUDA Ops that can autocast to float16": linear)."""
+        if self.autocast:
+            self.vec("cast", "elementwise", f"{label}.weight_to_16", out, inp, reads=self.up)
+            if wide:
+                self.vec("cast", "elementwise", f"{label}.input_to_16", tokens, inp,
+                         reads=self.up)
         self.add(f"linear:{label}", "gemm", m=tokens, n=out, k=inp,
                  flops=2 * tokens * out * inp, reads=tokens * inp + out * inp + bias * out,
                  writes=tokens * out, bias=bias)
@@ -92,9 +108,14 @@ class _Graph:
         if self.training:
             self.vec("dropout", "elementwise", label, rows, width, writes=1.25, fuse=fuse)
 
-    def norm(self, label: str, norm: str, rows: float, width: float, fuse: str = "") -> None:
-        if norm == "layernorm":
-            self.vec("ln", "norm", label, rows, width, flops=5, fuse=fuse)
+    def norm(self, label: str, norm: str, rows: float, width: float, fuse: str = "",
+             on_stream: bool = True) -> None:
+        """HF's LayerNorm or RMSNorm kernels over [rows, width]; `on_stream`: the input is the
+        residual stream (fp32 under autocast) rather than a 16-bit projection output."""
+        wide = self.up if on_stream else 1.0
+        if norm == "layernorm":  # layer_norm autocasts to fp32 (PyTorch AMP op list)
+            self.vec("ln", "norm", label, rows, width, reads=wide, writes=wide, flops=5,
+                     fuse=fuse)
             return
         # HF RMSNorm (Llama, T5): x.to(fp32), pow, mean, +eps, rsqrt, x*rstd, .to(dtype),
         # weight*x. The casts are no-ops in fp32; in half precision they launch two kernels
@@ -103,6 +124,14 @@ class _Graph:
         # (docs/validation/gpu_check/h200_host_check.json, decoder_layer_kernels = 40)
         tag = fuse or f"rms_{label}"
         up = 4 / self.elem_bytes if self.elem_bytes < 4 else 1
+        if self.autocast and on_stream:  # fp32 input: no casts, an fp32 weight multiply
+            for kernel, part, cols, writes in (
+                    ("powu", "pow", width, up), ("mean", "mean", width, up / width),
+                    ("addu", "eps", 1, up), ("rsqrt", "rsqrt", 1, up),
+                    ("mul", "scale", width, up), ("mul", "weight", width, up)):
+                self.vec(kernel, "elementwise", f"{label}.{part}", rows, cols, reads=up,
+                         writes=writes, fuse=tag)
+            return
         if up > 1:
             self.vec("cast", "elementwise", f"{label}.to_fp32", rows, width, writes=up,
                      fuse=tag)
@@ -144,6 +173,13 @@ _STYLES = {"gpt2": "gpt2", "gpt_neo": "gpt2", "bert": "bert", "roberta": "bert",
            "vit": "vit"}
 
 
+# transformers' attention modules that normalise q and k (RMSNorm) after the projections:
+# per head (Qwen3Attention, Gemma3Attention: over head_dim) or over the whole projection
+# (Olmo2Attention: q_norm over heads x head_dim)
+_QK_NORM = {"qwen3": "head", "qwen3_moe": "head", "gemma3": "head", "gemma3_text": "head",
+            "olmo2": "whole"}
+
+
 def _style(model: ModelSpec) -> str:
     if model.model_type in _STYLES:
         return _STYLES[model.model_type]
@@ -160,17 +196,22 @@ def _attention(g: _Graph, m: ModelSpec, style: str, batch: int, q_len: int, kv_l
     d, h, t = m.head_dim, m.hidden_size, batch * q_len
     bias = style != "t5" and (style != "llama" or m.attention_bias)
     if style == "gpt2":
-        g.linear("c_attn", t, 3 * heads * d, h)
+        g.linear("c_attn", t, 3 * heads * d, h, wide=True)
     else:
-        g.linear("q_proj", t, heads * d, h, bias)
+        g.linear("q_proj", t, heads * d, h, bias, wide=True)
         kv_tokens = batch * kv_len
-        g.linear("k_proj", kv_tokens, kv_heads * d, h, bias)
-        g.linear("v_proj", kv_tokens, kv_heads * d, h, bias)
+        g.linear("k_proj", kv_tokens, kv_heads * d, h, bias, wide=True)
+        g.linear("v_proj", kv_tokens, kv_heads * d, h, bias, wide=True)
     if style == "opt":  # q * scaling, then .contiguous() of the transposed q, k, v
         g.vec("mulu", "elementwise", "q_scale", t, heads * d)
         for name in ("q", "k", "v"):  # transformers 5's OPT keeps the q scale only
             if not g.sdpa:
                 g.vec("copy", "elementwise", f"{name}_contiguous", t, heads * d)
+    if m.model_type in _QK_NORM:  # RMSNorm of q and k before RoPE, per head or whole
+        per_head = _QK_NORM[m.model_type] == "head"
+        for name, width in (("q", heads * d), ("k", kv_heads * d)):
+            rows, cols = (t * width / d, d) if per_head else (t, width)
+            g.norm(f"{name}_norm", "rmsnorm", rows, cols, on_stream=False)
     if style == "llama":
         for name, width in (("q", heads * d), ("k", kv_heads * d)):
             g.vec("mul", "elementwise", f"rope_{name}.cos", t, width, fuse=f"rope_{name}")
@@ -246,12 +287,12 @@ def _scores(g: _Graph, style: str, batch: int, q_len: int, kv_len: int, heads: i
 def _mlp(g: _Graph, m: ModelSpec, style: str, tokens: float, inter: float) -> None:
     h, bias = m.hidden_size, style not in ("t5", "llama")
     if m.gated_mlp:
-        g.linear("gate_proj", tokens, inter, h, bias)
-        g.linear("up_proj", tokens, inter, h, bias)
+        g.linear("gate_proj", tokens, inter, h, bias, wide=True)
+        g.linear("up_proj", tokens, inter, h, bias, wide=True)
         g.activation(m.activation, tokens, inter)
         g.vec("mul", "elementwise", "gate_mul", tokens, inter, reads=2, fuse="act")
     else:
-        g.linear("fc1", tokens, inter, h, bias)
+        g.linear("fc1", tokens, inter, h, bias, wide=True)
         g.activation(m.activation, tokens, inter)
     g.linear("fc2", tokens, h, inter, bias)
 
@@ -260,7 +301,7 @@ def _moe(g: _Graph, m: ModelSpec, tokens: float, tp: int) -> None:
     """Switch-style top-k routing: router, then per expert a gather, its MLP and a scatter
     (HF loops over experts; uniform routing assumed)."""
     moe, h = m.moe, m.hidden_size
-    g.linear("router", tokens, moe.num_experts, h, bias=False)
+    g.linear("router", tokens, moe.num_experts, h, bias=False, wide=True)
     g.vec("softmax", "softmax", "router_softmax", tokens, moe.num_experts, flops=5)
     per_expert = tokens * moe.experts_per_token / moe.num_experts
     count = g.count
@@ -289,14 +330,15 @@ def _block(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, *
     _attention(g, m, style, batch, seq, seq, heads, kv_heads, causal, cached=cached)
     _allreduce(g, "attn", t, h, tp)
     g.dropout("resid_dropout", t, h)
-    g.vec("add", "elementwise", "attn_residual", t, h, reads=2, fuse="" if pre else "add_ln")
+    g.vec("add", "elementwise", "attn_residual", t, h, reads=1 + g.up, writes=g.up,
+          fuse="" if pre else "add_ln")
     if not pre:
         g.norm("ln_attn", m.norm, t, h, fuse="add_ln")
     if cross_len:
         g.norm("ln_cross", m.norm, t, h)
         _attention(g, m, style, batch, seq, cross_len, heads, heads, causal=False, cross=True)
         _allreduce(g, "cross", t, h, tp)
-        g.vec("add", "elementwise", "cross_residual", t, h, reads=2)
+        g.vec("add", "elementwise", "cross_residual", t, h, reads=1 + g.up, writes=g.up)
     if pre:
         g.norm("ln_2", m.norm, t, h)
     if moe:
@@ -305,7 +347,8 @@ def _block(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int, tp: int, *
         _mlp(g, m, style, t, m.intermediate_size / tp)
     _allreduce(g, "mlp", t, h, tp)
     g.dropout("mlp_dropout", t, h)
-    g.vec("add", "elementwise", "mlp_residual", t, h, reads=2, fuse="" if pre else "add_ln")
+    g.vec("add", "elementwise", "mlp_residual", t, h, reads=1 + g.up, writes=g.up,
+          fuse="" if pre else "add_ln")
     if not pre:
         g.norm("ln_mlp", m.norm, t, h, fuse="add_ln")
 
@@ -316,7 +359,7 @@ def _patch_embeddings(g: _Graph, m: ModelSpec, batch: int) -> None:
     image, h = m.image, m.hidden_size
     t = batch * image.tokens
     g.layer, g.count = "embedding", 1
-    g.linear("patch_embed", batch * image.patches, h, image.patch_inputs)
+    g.linear("patch_embed", batch * image.patches, h, image.patch_inputs, wide=True)
     g.vec("copy", "elementwise", "cat_cls_token", t, h)
     g.vec("add", "elementwise", "add_positions", t, h, reads=1)
     g.dropout("embed_dropout", t, h)
@@ -328,14 +371,15 @@ def _embeddings(g: _Graph, m: ModelSpec, style: str, batch: int, seq: int) -> No
         _patch_embeddings(g, m, batch)
         return
     g.layer, g.count = "embedding", 1
-    g.vec("embedding", "embedding", "tokens", t, h, reads=1, flops=0)
+    up = g.up  # autocast leaves embeddings (and so the stream) in fp32
+    g.vec("embedding", "embedding", "tokens", t, h, reads=up, writes=up, flops=0)
     g.rows[-1]["table_rows"] = m.vocab_size
     if m.position == "learned":
-        g.vec("embedding", "embedding", "positions", seq, h, reads=1, flops=0)
-        g.vec("add", "elementwise", "add_positions", t, h, reads=1)
+        g.vec("embedding", "embedding", "positions", seq, h, reads=up, writes=up, flops=0)
+        g.vec("add", "elementwise", "add_positions", t, h, reads=up, writes=up)
     if style == "bert":
-        g.vec("embedding", "embedding", "token_types", t, h, reads=1, flops=0)
-        g.vec("add", "elementwise", "add_token_types", t, h, reads=2)
+        g.vec("embedding", "embedding", "token_types", t, h, reads=up, writes=up, flops=0)
+        g.vec("add", "elementwise", "add_token_types", t, h, reads=2 * up, writes=up)
         g.norm("ln_embed", m.norm, t, h)
     g.dropout("embed_dropout", t, h)
 
@@ -405,7 +449,7 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
               precision: Precision | None = None, plan: ParallelPlan | None = None,
               fused: bool = False, recompute: bool = False,
               optimizer: str | None = None, *, attention: str = "eager", context: int = 0,
-              logits: str = "all") -> pd.DataFrame:
+              logits: str = "all", autocast: bool = False) -> pd.DataFrame:
     """Kernels of `model(input_ids)` over [batch_size, seq_len] on one GPU of a TP group,
     logits for every position (the HF *ForCausalLM forward) or, `logits="last"`, for the
     last one (`generate()`'s `logits_to_keep=1`); encoder-decoder models run the encoder
@@ -414,19 +458,27 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
     before its backward; `optimizer` ('adam', 'sgd') adds the parameter update of this GPU's
     shard as its own phase. `mode="decode"`: one token per sequence (`seq_len` = 1) over
     `context` cached tokens. `attention`: 'eager' (legacy, materialised scores) or 'sdpa'
-    (module docstring); models without an SDPA path in transformers keep 'eager'."""
+    (module docstring); models without an SDPA path in transformers keep 'eager'.
+    `autocast`: fp32 parameters run under torch.autocast to `precision`'s 16-bit dtype (AMP,
+    as HF Trainer's bf16=True): weights and the inputs of linears cast per forward, the
+    residual stream, embeddings and norms in fp32."""
     _check(batch_size, seq_len, mode, model, attention, context, logits)
     model.require_uniform_layers("an eager (HF transformers) op table")
     precision = precision or Precision()
     plan = plan or ParallelPlan()
     plan.check(model)
+    if autocast and bytes_per_element(precision.activations) >= 4:
+        raise InputError("autocast", f"autocasts to a 16-bit dtype, got "
+                         f"{precision.activations.value}", ["bf16", "fp16"])
     style, tp = _style(model), plan.tp
     sdpa = attention == "sdpa" and model.model_type not in _NO_SDPA
     g = _Graph(bytes_per_element(precision.activations), str(precision.gemm_math),
                training=mode == "training", precision=precision, plan=plan, sdpa=sdpa,
+               autocast=autocast,
                cache=model.kind == "decoder" and (mode == "decode" or sdpa and
                                                   mode == "forward"))
     _embeddings(g, model, style, batch_size, seq_len)
+    loss: list[dict] = []
     if model.kind == "encoder-decoder":
         _stack(g, model, style, batch_size, seq_len, tp, "encoder_",
                model.num_encoder_layers, causal=False)
@@ -441,15 +493,17 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
     g.layer, g.count = "head", 1
     if style == "vit":  # ViTForImageClassification: final LN, classifier on the CLS token
         g.norm("layernorm", model.norm, t, h)
-        g.linear("classifier", batch_size, model.vocab_size, h)
+        g.linear("classifier", batch_size, model.vocab_size, h, wide=True)
     elif style == "bert":  # pooler + classifier (BertForSequenceClassification)
-        g.linear("pooler", batch_size, h, h)
+        g.linear("pooler", batch_size, h, h, wide=True)
         g.vec("tanh", "activation", "pooler_tanh", batch_size, h)
         g.linear("classifier", batch_size, 2, h)
     else:  # the final norm runs over every position, then hidden[:, -logits_to_keep:]
         g.norm("ln_f", model.norm, t, h)
         out = batch_size if logits == "last" else t
-        g.linear("lm_head", out, model.vocab_size / tp, h, bias=False)
+        g.linear("lm_head", out, model.vocab_size / tp, h, bias=False, wide=True)
+        if g.training:  # labels=input_ids: the LM loss over every position's logits
+            loss = loss_rows(out, model.vocab_size / tp, precision)
     rows = g.rows
     if recompute and not g.training:
         raise InputError("recompute", "only applies to mode='training'", ["training"])
@@ -460,6 +514,7 @@ def eager_ops(model: ModelSpec, batch_size: int, seq_len: int, mode: str = "forw
         again = [{**r, "phase": "recompute"} for r in rows if "layer" in r["layer"]
                  and r["family"] != "allreduce"] if recompute else []
         rows = rows + again + backward_rows(rows)
+        rows[len(g.rows):len(g.rows)] = loss  # after the forward, before the backward
     if fused:
         rows = fuse_rows(rows)
     if optimizer is not None:

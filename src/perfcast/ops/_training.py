@@ -185,12 +185,14 @@ def _local_params(model: ModelSpec, plan: ParallelPlan, local_params: float | No
     return model.total_params() / (plan.tp * plan.pp)
 
 
-def adam_rows(params: Sequence[float]) -> pd.DataFrame:
-    """One Adam update row per entry of `params` (parameters updated by one GPU)."""
+def adam_rows(params: Sequence[float], read_bytes: float = ADAM_READ_BYTES_PER_PARAM,
+              write_bytes: float = ADAM_WRITE_BYTES_PER_PARAM) -> pd.DataFrame:
+    """One Adam update row per entry of `params` (parameters updated by one GPU), reading and
+    writing the given bytes per parameter (default: fp32 master, main grad and moments)."""
     p = np.asarray(params, dtype=float)
     return pd.DataFrame({
         "layer": "optimizer", "op": "adam", "family": "elementwise", "phase": "optimizer",
         "b": np.ones(len(p), dtype=np.int64), "m": p, "n": 1.0, "k": 0.0,
-        "flops": ADAM_FLOPS_PER_PARAM * p, "bytes_read": ADAM_READ_BYTES_PER_PARAM * p,
-        "bytes_written": ADAM_WRITE_BYTES_PER_PARAM * p, "dtype": "fp32",
+        "flops": ADAM_FLOPS_PER_PARAM * p, "bytes_read": read_bytes * p,
+        "bytes_written": write_bytes * p, "dtype": "fp32",
         "count": np.ones(len(p), dtype=np.int64)}, columns=COLUMNS)

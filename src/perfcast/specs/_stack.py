@@ -14,6 +14,7 @@ import json
 from enum import StrEnum
 from functools import cache
 from importlib import resources
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -77,7 +78,10 @@ class HostModel(BaseModel):
     outside the kernels perfcast lists (scheduler, sampler, input preparation; in HF models
     the causal mask and the rotary tables); `generate_s`: per new token of HF generate()
     beyond the forward (logits processors, stopping criteria, cache and mask updates, the
-    sync on the finished flag). A GPU host's CPU runs them `host_speed` times faster than
+    sync on the finished flag). `train_dispatch_s`: per eager kernel of a training
+    iteration (forward, autograd's backward and the optimizer together; None: not measured,
+    the inference dispatch stands in) and `train_step_s` per iteration beyond those kernels.
+    A GPU host's CPU runs them `host_speed` times faster than
     the reference CPU (`perfcast.specs.Device` has no host CPU: the factor is an input,
     default 1). `spread` (low, high): how far another host's time may differ from the
     reference, as a factor (the measured hosts' range); it widens 90% intervals only."""
@@ -88,6 +92,8 @@ class HostModel(BaseModel):
     module_s: float = Field(0.0, ge=0.0, le=1e-3)
     step_s: float = Field(0.0, ge=0.0, le=1.0)
     generate_s: float = Field(0.0, ge=0.0, le=1.0)
+    train_dispatch_s: float | None = Field(None, ge=0.0, le=1e-3)
+    train_step_s: float = Field(0.0, ge=0.0, le=1.0)
     spread: tuple[float, float] = (1.0, 1.0)
     serving_profile: str | None = None  # a fitted serving-engine host profile (compose)
     reference_cpu: str
@@ -121,6 +127,9 @@ class Stack(BaseModel):
     # family -> {GPU architecture or "default": the kernel (op name in the source's tables)}
     kernels: dict[str, dict[str, str]] = Field(default_factory=dict)
     training_memory: str = "amp"
+    # the op table `perfcast train` prices: a Megatron-style fused one, or the HF module graph
+    # as eager PyTorch launches it (perfcast.compose.EagerGraph)
+    training_graph: Literal["megatron", "eager"] = "megatron"
     kv_budget: KVBudget = KVBudget.TOTAL  # what a serving engine's memory fraction covers
     # ZeRO-2/3 (FSDP) sharding inside pipeline stages: torchtitan's FSDP2 + PP does it;
     # Megatron-Core and DeepSpeed shard only the optimizer state across pipelines
@@ -168,6 +177,7 @@ class Stack(BaseModel):
         return {"name": self.name, "framework": self.framework, "version": self.version,
                 "attention": self.attention.value, "graph_capture": self.graph_capture.value,
                 "fused": sorted(self.fused), "training_memory": self.training_memory,
+                "training_graph": self.training_graph,
                 "pipeline_sharding": self.pipeline_sharding}
 
 

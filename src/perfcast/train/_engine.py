@@ -24,8 +24,9 @@ from functools import cache
 import numpy as np
 
 from perfcast.comm import CollectiveModel
-from perfcast.compose import group_collective
+from perfcast.compose import EagerGraph, group_collective
 from perfcast.kernels import ExecutionTimeModel
+from perfcast.ops import loss_peak_bytes_per_logit
 from perfcast.progress import ProgressFn
 from perfcast.specs import ModelSpec, bytes_per_element
 from perfcast.train._job import RECOMPUTE, TrainJob
@@ -92,13 +93,18 @@ def _group_key(job: TrainJob) -> tuple[str, int, int, int]:
 
 def _price(jobs: list[TrainJob], time_model: ExecutionTimeModel, comm: CollectiveModel):
     """(plan arrays, per-layer parts, parameters per GPU, state bytes per parameter, p2p send
-    seconds) of jobs sharing model, cluster, precision, LoRA rank and memory policy."""
+    seconds) of jobs sharing model, cluster, precision, LoRA rank, memory policy and op graph."""
     first = jobs[0]
     model, cluster = first.model, first.cluster
     precision, lora = first.precision_or_default, first.lora_rank
     plans = plan_arrays(jobs)
     keys = [LayerKey.of(j.plan, j.micro_batch, j.seq_len) for j in jobs]
-    costs = price_layers(keys, model, cluster, precision, lora, time_model, comm)
+    costs = price_layers(keys, model, cluster, precision, lora, time_model, comm, first.graph)
+    plans["host_wait"] = np.array([c.host_wait_s for c in costs])
+    eager = np.array([first.graph is not None and EagerGraph.expresses(k.plan(), lora)
+                      for k in keys], dtype=bool)
+    plans["logit_bytes"] = np.where(eager, loss_peak_bytes_per_logit(precision), 4.0)
+    plans["late_grads"] = eager
     moe_tp = np.array([max(k.tp * k.ep_dp // k.ep, 1) if k.ep > 1 else k.tp for k in keys])
     plans["moe_tp"], plans["ep_dp"] = moe_tp, np.array([k.ep_dp for k in keys])
     state = state_bytes_per_param(precision, first.memory_policy)
@@ -134,8 +140,8 @@ def pipeline_tasks(job: TrainJob, time_model: ExecutionTimeModel, comm: Collecti
 def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
              comm: CollectiveModel, progress: ProgressFn | None = None
              ) -> dict[str, np.ndarray]:
-    """Result columns (one entry per job) for jobs sharing model, cluster, precision and
-    LoRA rank. `progress(done, total)` is called as each schedule group is simulated (jobs
+    """Result columns (one entry per job) for jobs sharing model, cluster, precision, LoRA
+    rank and op graph. `progress(done, total)` is called as each schedule group is simulated (jobs
     done, of all; the layer pricing before the first report is the shorter part)."""
     model, cluster = jobs[0].model, jobs[0].cluster
     precision = jobs[0].precision_or_default
@@ -158,7 +164,16 @@ def evaluate(jobs: list[TrainJob], time_model: ExecutionTimeModel,
         done += len(members)
         if progress is not None:
             progress(done, len(jobs))
-    return scale_columns(jobs, out)
+    return scale_columns(jobs, out, _host_s(jobs[0].graph, plans))
+
+
+def _host_s(graph, plans: dict[str, np.ndarray]) -> np.ndarray:
+    """Seconds per iteration the GPUs wait on an eager stack's host: each micro-batch's wait
+    (its whole model's kernels queued behind the host's dispatch, a stage's share of it under
+    pipeline parallelism) and the host's fixed work per iteration (graph.host_step_s)."""
+    if graph is None or not graph.host_dispatch_s:
+        return np.zeros(len(plans["m"]))
+    return plans["m"] * plans["host_wait"] / plans["pp"] + graph.host_step_s
 
 
 def _slice(parts: Parts, idx: np.ndarray) -> Parts:

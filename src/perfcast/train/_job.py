@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from perfcast.compose import EagerGraph
 from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import Cluster, DType, ModelSpec, ParallelPlan, PipelineSchedule, Precision
 from perfcast.train._memory import MemoryBudget
@@ -65,6 +66,8 @@ class TrainJob(BaseModel):
     memory_budget: MemoryBudget = Field(default_factory=MemoryBudget, description="what part "
                                         "of each GPU's memory the plan may fill (the CUDA-"
                                         "visible bytes less the allocator's reserve)")
+    graph: EagerGraph | None = Field(default=None, description="None: a Megatron-style fused "
+                                     "op table; else the eager HF graph the stack trains")
 
     def __init__(self, **data: Any):
         try:

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfcast.comm import CollectiveModel
-from perfcast.compose import TRAINING_EXECUTION, StepForecast, step_times, training_step_ops
+from perfcast.compose import (
+    TRAINING_EXECUTION,
+    EagerGraph,
+    Execution,
+    StepForecast,
+    step_times,
+    training_step_ops,
+)
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
@@ -60,11 +67,14 @@ class LayerCost:
     layer ('layer'), one MoE layer ('moe_layer'), the embedding and the head; `attention`
     the attention kernels' share of a layer's (for CP overlap and selective recompute);
     `collectives` one row per collective of one instance of each part: (part, phase,
-    family, message bytes, group size), the intra-layer TP/SP and EP traffic."""
+    family, message bytes, group size), the intra-layer TP/SP and EP traffic; `host_wait_s`
+    the seconds the GPU waits on an eager stack's host over the whole micro-batch (0 where
+    nothing is dispatched from Python: the fused table, CUDA graphs)."""
 
     compute: dict[str, dict[str, float]]
     attention: dict[str, dict[str, float]]
     collectives: tuple[tuple[str, str, str, float, int], ...]
+    host_wait_s: float = 0.0
 
     def seconds(self, part: str, phase: str) -> float:
         return self.compute[part][phase]
@@ -83,21 +93,35 @@ def _memo_for(time_model: ExecutionTimeModel, context: tuple) -> dict:
 
 def price_layers(keys: list[LayerKey], model: ModelSpec, cluster: Cluster,
                  precision: Precision, lora_rank: int | None, time_model: ExecutionTimeModel,
-                 comm_model: CollectiveModel) -> list[LayerCost]:
+                 comm_model: CollectiveModel,
+                 graph: EagerGraph | None = None) -> list[LayerCost]:
     """LayerCost of each key (memoised): the missing keys' micro-batches composed by
-    `compose.step_times` in one pass (their kernels in one kernel-model call)."""
+    `compose.step_times` (their kernels in one kernel-model call per launch mode); `graph`:
+    the eager table where it expresses the key's plan (`compose.training_step_ops`), its
+    kernels issued by the stack's host (`graph.host_dispatch_s`, the eager queue of
+    `compose.step_time`)."""
     device = cluster.device
     context = (model.model_dump_json(), device.model_dump_json(),
-               precision.model_dump_json(), lora_rank)
+               precision.model_dump_json(), lora_rank,
+               None if graph is None else graph.model_dump_json())
     memo = _memo_for(time_model, context)
     missing = list(dict.fromkeys(k for k in keys if k not in memo))
     if missing:
         tables = [training_step_ops(model, k.micro_batch, k.seq_len, precision, k.plan(),
-                                    lora_rank=lora_rank) for k in missing]
-        steps = step_times(tables, cluster, TRAINING_EXECUTION, time_model=time_model,
-                           comm_model=comm_model, intervals=False)
-        for key, step in zip(missing, steps, strict=True):
-            memo[key] = _cost(step)
+                                    lora_rank=lora_rank, graph=graph) for k in missing]
+        hosted = [graph is not None and graph.host_dispatch_s > 0
+                  and EagerGraph.expresses(k.plan(), lora_rank) for k in missing]
+        for eager in (False, True):
+            idx = [i for i, h in enumerate(hosted) if h == eager]
+            if not idx:
+                continue
+            steps = step_times([tables[i] for i in idx], cluster,
+                               Execution.EAGER if eager else TRAINING_EXECUTION,
+                               time_model=time_model, comm_model=comm_model,
+                               dispatch_s=graph.host_dispatch_s if eager else None,
+                               intervals=False)
+            for i, step in zip(idx, steps, strict=True):
+                memo[missing[i]] = _cost(step)
     return [memo[k] for k in keys]
 
 
@@ -123,4 +147,5 @@ def _cost(step: StepForecast) -> LayerCost:
     collectives = tuple(
         (str(r.layer), str(r.phase), str(r.family), float(r.m), int(r.n))
         for r in rows.itertuples(index=False))
-    return LayerCost(compute=compute, attention=attention, collectives=collectives)
+    return LayerCost(compute=compute, attention=attention, collectives=collectives,
+                     host_wait_s=step.launch_s)

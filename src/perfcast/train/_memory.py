@@ -21,6 +21,12 @@ term of the paper is replaced by the softmax statistics (4 B per head per token)
 selective recomputation — which the paper defines as dropping exactly that term — only
 frees those statistics.
 
+A stack that trains the eager HF graph (perfcast.compose.EagerGraph) differs twice: its loss
+holds 12 B per logit at its backward (perfcast.ops.loss_peak_bytes_per_logit) against the
+fused table's 4 B, and its gradients are allocated as backward frees the activations
+(zero_grad(set_to_none=True), PyTorch's default since 2.0), so the peak holds the larger of
+the two: `gradients` then counts only what they need beyond the activations.
+
 What a plan may fill (`MemoryBudget`): the bytes the CUDA allocator can get
 (perfcast.specs.cuda_total_bytes, the number every fit check reads), not the marketed
 capacity; the CUDA total still holds the CUDA context, counted in `runtime`. The caching
@@ -225,11 +231,19 @@ def stage_memory(sc: Schedule, dense: np.ndarray, moe: np.ndarray, first: np.nda
     recompute_work = np.where(plans["recompute"] == 2, np.maximum(work_d * dense.any(), work_m),
                               0.0)
     tokens = plans["mb"] * plans["seq"] / plans["cp"]
-    logits = 4.0 * tokens * model.vocab_size / tp  # fp32 logits of one micro-batch
+    # the loss's bytes per logit at its peak: fp32 logits of the fused table's loss, or what
+    # eager PyTorch holds (perfcast.ops.loss_peak_bytes_per_logit), per plan
+    logits = plans["logit_bytes"] * tokens * model.vocab_size / tp
     mem["activations"] = act + recompute_work[:, None] + logits[:, None] * last.sum(axis=1)[None]
     mem["comm_buffers"] = _buffers(plans, params, state, model, precision, tokens, moe.any())[
         :, None] * np.ones(sc.p)
     mem["runtime"] = np.full(mem["weights"].shape, RUNTIME_BYTES)
+    # eager PyTorch (zero_grad(set_to_none=True)) allocates each gradient as backward frees
+    # that layer's activations: the peak holds the larger of the two, so only the gradient
+    # bytes beyond the activations count (the fused table's frameworks keep a grad buffer)
+    late = plans["late_grads"][:, None]
+    mem["gradients"] = np.where(late, np.maximum(mem["gradients"] - mem["activations"], 0.0),
+                                mem["gradients"])
     total = sum(mem.values())
     fullest = total.argmax(axis=1)
     rows = np.arange(len(fullest))

@@ -10,8 +10,11 @@ Bytes per trainable parameter (Rajbhandari et al. 2020, ZeRO, section 3.1):
   amp-distributed amp with master + moments sharded over dp (Megatron
                   --use-distributed-optimizer, ZeRO-1's memory even at --zero 0)
   pure-bf16       bf16 params, grads and Adam moments, no master: 2 + 2 + 4 = 8 B
-  fp32            fp32 params, grads and moments (also torch.autocast: fp32 params with
-                  16-bit kernels): 4 + 4 + 8 = 16 B
+  fp32            fp32 params, grads and moments: 4 + 4 + 8 = 16 B
+  torch-amp       torch.autocast over fp32 params (HF Trainer's bf16=True): fp32's 16 B plus
+                  the 16-bit copy of each weight autocast caches for the step, 2 B; the eager
+                  graph then casts weights and inputs and keeps an fp32 residual stream
+                  (perfcast.ops.eager_ops(autocast=True))
 FP8 GEMMs add a 1 B fp8 weight copy (Transformer Engine) whatever the policy. A software stack
 carries a preset by name (`memory_policy(name)`), so it can choose the default.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfcast.errors import InputError
+from perfcast.ops._training import ADAM_READ_BYTES_PER_PARAM, ADAM_WRITE_BYTES_PER_PARAM
 from perfcast.specs import DType, Precision, bytes_per_element
 
 __all__ = ["DEFAULT_MEMORY_POLICY", "MEMORY_POLICIES", "TrainingMemoryPolicy",
@@ -41,6 +45,7 @@ class TrainingMemoryPolicy:
     master_dtype: DType | None
     optimizer_state_dtype: DType
     distributed_optimizer: bool = False
+    autocast: bool = False  # fp32 parameters under torch.autocast to the compute dtype
 
     def check(self, precision: Precision) -> None:
         """Parameters narrower than the compute dtype cannot feed its kernels unconverted:
@@ -56,19 +61,28 @@ class TrainingMemoryPolicy:
 
     def bytes_per_param(self, precision: Precision) -> dict[str, float]:
         """Bytes per trainable parameter by kind: 'weights' (and 'frozen_weights', a LoRA
-        base), 'gradients', 'optimizer' (master + moments) and 'gathered' (what a ZeRO-3
-        parameter all-gather moves: the compute copy)."""
+        base), 'gradients', 'optimizer' (master + moments), 'gathered' (what a ZeRO-3
+        parameter all-gather moves: the compute copy), and what one Adam step reads and
+        writes ('adam_read', 'adam_write': with no master copy, pure-bf16 reads and writes
+        half of amp's bytes)."""
         compute = precision.vector_math
-        param = bytes_per_element(self.param_dtype or compute)
+        param_dtype = self.param_dtype or compute
+        param = bytes_per_element(param_dtype)
         fp8_copy = 1.0 if precision.gemm_math == DType.FP8 else 0.0
         master = (bytes_per_element(self.master_dtype)
                   if self.master_dtype is not None else 0.0)
         master = master if master > param else 0.0
         moments = ADAM_MOMENTS * bytes_per_element(self.optimizer_state_dtype)
-        return {"weights": param + fp8_copy, "frozen_weights": param + fp8_copy,
-                "gradients": bytes_per_element(self.grad_dtype or compute),
-                "optimizer": master + moments,
-                "gathered": bytes_per_element(compute)}
+        grad = bytes_per_element(self.grad_dtype or compute)
+        cache = bytes_per_element(compute) if self.autocast and compute != param_dtype else 0.0
+        if master:  # Megatron-style: fp32 master, main grad and moments; the 16-bit copy written
+            read, write = ADAM_READ_BYTES_PER_PARAM, ADAM_WRITE_BYTES_PER_PARAM
+        else:  # the update reads and writes the parameters and moments in place
+            read, write = param + grad + moments, param + moments
+        return {"weights": param + cache + fp8_copy, "frozen_weights": param + cache + fp8_copy,
+                "gradients": grad, "optimizer": master + moments,
+                "gathered": bytes_per_element(compute),
+                "adam_read": float(read), "adam_write": float(write)}
 
 
 MEMORY_POLICIES: dict[str, TrainingMemoryPolicy] = {
@@ -77,6 +91,8 @@ MEMORY_POLICIES: dict[str, TrainingMemoryPolicy] = {
                                             DType.FP32, distributed_optimizer=True),
     "pure-bf16": TrainingMemoryPolicy("pure-bf16", DType.BF16, DType.BF16, None, DType.BF16),
     "fp32": TrainingMemoryPolicy("fp32", DType.FP32, DType.FP32, None, DType.FP32),
+    "torch-amp": TrainingMemoryPolicy("torch-amp", DType.FP32, DType.FP32, None, DType.FP32,
+                                      autocast=True),
 }
 DEFAULT_MEMORY_POLICY = "amp"
 

@@ -100,7 +100,7 @@ def stage_results(sc: Schedule, dense: np.ndarray, moe: np.ndarray, parts: Parts
     busy = sum(spent.values())
     stage = _stage_params(dense, moe, first, last, params, plans, model)
     sync = _gradient_sync(sc, start, end, stage, plans, state, cluster, comm)
-    opt = adam_seconds(time_model, cluster.device, sync["optimizer_params"])
+    opt = adam_seconds(time_model, cluster.device, sync["optimizer_params"], state)
     sync["allgather_exposed"] = _param_gather_wait(sync, fwd, plans)
     finish = sync["end"] + opt + sync["allgather_exposed"]
     memory = stage_memory(sc, dense, moe, first, last, stage, plans, state, model, precision,

@@ -170,10 +170,12 @@ def _checkpoint(jobs: list, iteration: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return stall, share
 
 
-def scale_columns(jobs: list, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def scale_columns(jobs: list, cols: dict[str, np.ndarray],
+                  stack_host_s: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """`cols` (perfcast.train._engine.evaluate's, one entry per job) with each job's scale
     effects added: iteration_time_s becomes the expected iteration, and breakdown.straggler_s
-    + host_s + checkpoint_s (amortised) keep the breakdown summing to it;
+    + host_s + checkpoint_s (amortised) keep the breakdown summing to it; host_s is the
+    job's own exposed host time plus `stack_host_s` (an eager stack's host wait);
     iteration_p50_s / iteration_p99_s are percentiles over iterations of the slowest
     rank's time (checkpoint iterations carry their whole stall). Jobs with every term off
     keep their columns unchanged (p50 = p99 = the iteration)."""
@@ -182,14 +184,15 @@ def scale_columns(jobs: list, cols: dict[str, np.ndarray]) -> dict[str, np.ndarr
     zeros = np.zeros(len(jobs))
     out.update({f"breakdown.{k}": zeros for k in SCALE_PARTS})
     out["iteration_p50_s"], out["iteration_p99_s"] = base, base
-    if all(job.scale.off for job in jobs):
+    stack_host = np.zeros(len(jobs)) if stack_host_s is None else np.asarray(stack_host_s)
+    if all(job.scale.off for job in jobs) and not stack_host.any():
         return out
     ranks = np.array([job.plan.num_gpus for job in jobs], dtype=float)
     cv = np.array([job.scale.rank_jitter_cv for job in jobs])
     sigma = cv * cols["breakdown.compute_s"]
     straggler = sigma * expected_max_normal(ranks)
-    host = np.array([j.scale.host_s_per_iteration + j.scale.dataloader_s_per_iteration
-                     for j in jobs])
+    host = stack_host + np.array([j.scale.host_s_per_iteration
+                                  + j.scale.dataloader_s_per_iteration for j in jobs])
     stall, share = _checkpoint(jobs, base + straggler + host)
     mean = base + straggler + host + stall * share
     steady = base + host

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from perfcast.comm import CollectiveModel, default_collective_model
+from perfcast.compose import EagerGraph
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.progress import ProgressFn, current
@@ -76,7 +77,8 @@ def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_ba
           memory_policy: str = DEFAULT_MEMORY_POLICY,
           overlap: CommOverlap | None = None,
           memory_budget: MemoryBudget | None = None,
-          pipeline_sharding: bool = False) -> list[TrainJob]:
+          pipeline_sharding: bool = False,
+          graph: EagerGraph | None = None) -> list[TrainJob]:
     overlap = overlap or CommOverlap()
     memory_budget = memory_budget or MemoryBudget()
     jobs = []
@@ -99,7 +101,7 @@ def _jobs(model: ModelSpec, cluster: Cluster, gpus: int, seq_len: int, global_ba
                                 micro_batch=mb, global_batch=global_batch,
                                 precision=precision, recompute=rc, lora_rank=lora_rank,
                                 memory_policy=memory_policy, overlap=overlap,
-                                memory_budget=memory_budget))
+                                memory_budget=memory_budget, graph=graph))
     return jobs
 
 
@@ -115,7 +117,8 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
                 memory_policy: str = DEFAULT_MEMORY_POLICY,
                 overlap: CommOverlap | None = None,
                 memory_budget: MemoryBudget | None = None,
-                pipeline_sharding: bool = False) -> pd.DataFrame:
+                pipeline_sharding: bool = False,
+                graph: EagerGraph | None = None) -> pd.DataFrame:
     """Forecast every valid plan (tp within a node; cp a power of two; ZeRO-2/3 only
     without PP unless `pipeline_sharding`: a stack that shards inside pipeline stages,
     perfcast.specs.Stack) and return one row per plan (SWEEP_COLUMNS), plans that fit
@@ -124,7 +127,8 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
     `perfcast.progress.reporting` set, if any. `memory_policy`: the model-state dtypes
     (perfcast.train.MEMORY_POLICIES); `overlap`: what hiding collectives costs (default:
     SM contention alone); `memory_budget`: what part of each GPU a plan may fill (`fits`;
-    default: the device's CUDA-visible bytes)."""
+    default: the device's CUDA-visible bytes); `graph`: the stack's eager op table
+    (compose.EagerGraph), for the plans it expresses."""
     gpus = num_gpus or cluster.num_gpus
     if gpus > cluster.num_gpus or gpus < 1:
         raise InputError("num_gpus", f"{gpus} GPUs on a {cluster.num_gpus}-GPU cluster",
@@ -138,7 +142,7 @@ def sweep_plans(model: ModelSpec, cluster: Cluster, *, seq_len: int, global_batc
              memory_policy=memory_policy, memory_budget=memory_budget or MemoryBudget())
     jobs = _jobs(model, cluster, gpus, seq_len, global_batch, precision, lora_rank,
                  micro_batch_sizes, zero_stages, recompute, virtual_stages, max_cp, expert_skew,
-                 memory_policy, overlap, memory_budget, pipeline_sharding)
+                 memory_policy, overlap, memory_budget, pipeline_sharding, graph)
     if not jobs:
         raise InputError("global_batch", f"no plan splits {global_batch} sequences over "
                          f"{gpus} GPUs with micro-batches {list(micro_batch_sizes)}",

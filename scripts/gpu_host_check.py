@@ -18,9 +18,6 @@ standard library only). Parts:
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import runpy
 import sys
 from pathlib import Path
@@ -160,19 +157,9 @@ PARTS = {fn.__name__: fn for fn in (host_cuda, host_cpu, hf_steps, hf_vectors)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--tiny", action="store_true", help="small shapes on the CPU")
-    parser.add_argument("--parts", default=",".join(PARTS))
-    args = parser.parse_args()
-    device = "cpu" if args.tiny else "cuda"
-    meta = {"torch": torch.__version__, "cuda": torch.version.cuda, "tiny": args.tiny,
-            "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-            "cpu": PROBE["cpu_model"](), "cpu_count": os.cpu_count()}
-    rows = STACK_CHECK["run_parts"](PARTS, args.parts.split(","), device, args.tiny,
-                                    args.out, meta)
-    for row in rows:
-        print(json.dumps({k: v for k, v in row.items() if k not in ("about", "model_")}))
+    STACK_CHECK["check_main"](
+        __doc__, PARTS, {"cpu": PROBE["cpu_model"]()},
+        lambda row: {k: v for k, v in row.items() if k not in ("about", "model_")})
 
 
 if __name__ == "__main__":

@@ -553,6 +553,24 @@ def main() -> None:
     print("\n".join(_summary(rows)))
 
 
+def check_main(doc: str, parts: dict[str, Callable[[str, bool], list[dict]]], meta: dict,
+               show: Callable[[dict], dict] = lambda row: row) -> None:
+    """The command line of a GPU check built on run_parts (scripts/gpu_host_check.py,
+    scripts/gpu_train_check.py): --out, --tiny, --parts; `meta` joins the run's torch, CUDA
+    and device; each row is printed as JSON (`show` picks what)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tiny", action="store_true", help="small shapes on the CPU")
+    parser.add_argument("--parts", default=",".join(parts))
+    args = parser.parse_args()
+    device = "cpu" if args.tiny else "cuda"
+    meta = {"torch": torch.__version__, "cuda": torch.version.cuda, "tiny": args.tiny,
+            "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+            "cpu_count": os.cpu_count(), **meta}
+    for row in run_parts(parts, args.parts.split(","), device, args.tiny, args.out, meta):
+        print(json.dumps(show(row)))
+
+
 def run_parts(parts: dict[str, Callable[[str, bool], list[dict]]], names: list[str],
               device: str, tiny: bool, out: Path, meta: dict) -> list[dict]:
     """Run the named parts in order, writing the JSON after each (also used by

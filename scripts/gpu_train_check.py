@@ -15,6 +15,7 @@ library only); nothing here is read by perfcast's fitting. Parts:
   host_train_probe  hidden-64 Llamas of 1 and 5 layers: the host's seconds per eager training
                 kernel (the iteration is host-bound), AMP and pure bf16
   train_llm_heldout more models, sequence lengths and batches, timed like train_llm
+  train_llm_heldout2 a second such set, measured after the first had informed the model
 
     python scripts/gpu_train_check.py --out train_check.json [--parts memory,train_llm]
     python scripts/gpu_train_check.py --out /tmp/x.json --tiny     # CPU, small shapes
@@ -24,9 +25,6 @@ Priced by scripts/gpu_train_report.py.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import runpy
 import statistics
 import sys
@@ -286,19 +284,33 @@ HELDOUT_CASES = (("smollm2-1.7b", "amp", 2, False, 2048), ("qwen2.5-1.5b", "amp"
                  ("qwen2.5-1.5b", "pure-bf16", 4, False, 1024),
                  ("llama-3.2-1b", "amp", 1, False, 4096), ("qwen3-0.6b", "amp", 8, False, 1024),
                  ("llama-3.2-3b", "amp", 2, True, 2048), ("smollm2-1.7b", "amp", 1, False, 512))
+# A second held-out set, measured after every modelling choice the first one informed
+HELDOUT2_CASES = (("qwen2.5-3b", "amp", 1, False, 2048),
+                  ("llama-3.2-1b", "pure-bf16", 8, False, 1024),
+                  ("qwen3-4b", "pure-bf16", 2, False, 1024),
+                  ("smollm2-1.7b", "amp", 4, True, 1024),
+                  ("deepseek-coder-1.3b", "amp", 2, False, 2048),
+                  ("qwen2.5-0.5b", "amp", 16, False, 512),
+                  ("qwen3-0.6b", "pure-bf16", 4, False, 2048))
 PROBE_LAYERS = (1, 5)
 
 
-def train_llm_heldout(device: str, tiny: bool) -> list[dict]:
+def train_llm_heldout(device: str, tiny: bool, cases=HELDOUT_CASES,
+                      tag: object = True) -> list[dict]:
     """More catalog LLMs, sequence lengths and batches, timed like train_llm."""
     rows = []
-    for name, policy, batch, recompute, seq in HELDOUT_CASES[:1] if tiny else HELDOUT_CASES:
+    for name, policy, batch, recompute, seq in cases[:1] if tiny else cases:
         rows.append(_llm_case(name, policy, batch, recompute, device, tiny, seq)
-                    | {"heldout": True})
+                    | {"heldout": tag})
         _free(device)
         print(f"  {name} {policy} mb{batch} seq{seq}: {rows[-1].get('iteration_s')}",
               file=sys.stderr, flush=True)
     return rows
+
+
+def train_llm_heldout2(device: str, tiny: bool) -> list[dict]:
+    """The second held-out set (HELDOUT2_CASES), timed like train_llm."""
+    return train_llm_heldout(device, tiny, HELDOUT2_CASES, 2)
 
 
 def host_train_probe(device: str, tiny: bool) -> list[dict]:
@@ -340,23 +352,13 @@ def host_train_probe(device: str, tiny: bool) -> list[dict]:
 
 
 PARTS = {fn.__name__: fn for fn in (memory, train_llm, train_resnet, profile_llm,
-                                    profile_resnet, host_train_probe, train_llm_heldout)}
+                                    profile_resnet, host_train_probe, train_llm_heldout,
+                                    train_llm_heldout2)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--tiny", action="store_true", help="small shapes on the CPU")
-    parser.add_argument("--parts", default=",".join(PARTS))
-    args = parser.parse_args()
-    device = "cpu" if args.tiny else "cuda"
-    meta = {"torch": torch.__version__, "cuda": torch.version.cuda, "tiny": args.tiny,
-            "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-            "cpu_count": os.cpu_count(), "timing": "host wall per synchronised iteration"}
-    rows = STACK_CHECK["run_parts"](PARTS, args.parts.split(","), device, args.tiny,
-                                    args.out, meta)
-    for row in rows:
-        print(json.dumps(row))
+    STACK_CHECK["check_main"](__doc__, PARTS,
+                              {"timing": "host wall per synchronised iteration"})
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ def measured(paths: list[Path]) -> pd.DataFrame:
         if key not in table:
             table[key] = None
     table = table.astype({k: object for k in KEYS}).fillna({k: "" for k in KEYS})
-    table["heldout"] = table["heldout"].astype(bool)
+    # which held-out set a row belongs to: 0 seen while modelling, 1 or 2 (True: 1)
+    table["heldout"] = [int(h) if h != "" else 0 for h in table["heldout"]]
     return (table.groupby(list(KEYS), sort=False)
             .agg(measured_s=("iteration_s", "median"), runs=("iteration_s", "size"),
                  peak_allocated_bytes=("peak_allocated_bytes", "max"))
@@ -117,7 +118,8 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     for (what, heldout), group in table.groupby(["what", "heldout"], sort=False):
         for method in METHODS:
             ape = (group[f"{method}_s"] - group["measured_s"]).abs() / group["measured_s"]
-            rows.append({"rows": what + (" (held out)" if heldout else ""), "method": method,
+            label = {0: "", 1: " (held out)"}.get(heldout, f" (held out, set {heldout})")
+            rows.append({"rows": what + label, "method": method,
                          "n": len(group), "too_fast": int((group[f"{method}_s"]
                                                            < group["measured_s"]).sum()),
                          "mape": ape.mean(), "median_ape": ape.median(),

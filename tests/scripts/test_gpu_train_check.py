@@ -26,12 +26,12 @@ def _ape(rows, method: str):
     return ((rows[f"{method}_s"] - rows["measured_s"]).abs() / rows["measured_s"])
 
 
-@pytest.mark.parametrize("heldout, mape, median", [(False, 0.10, 0.10), (True, 0.13, 0.10)])
+@pytest.mark.parametrize("heldout, mape, median", [(0, 0.10, 0.10), (1, 0.13, 0.10)])
 def test_eager_training_forecasts_stay_within_their_measured_error(llm_rows, heldout, mape,
                                                                    median):
     rows = llm_rows[llm_rows["heldout"] == heldout]
     ape = _ape(rows, "calibrated")
-    assert len(rows) == (7 if heldout else 9)
+    assert len(rows) == (7 if heldout else 9)  # set 1 held out; set 0 seen while modelling
     assert ape.mean() <= mape and ape.median() <= median
     # beside the roofline of the same op table and host model, the calibrated kernels win
     assert ape.mean() < _ape(rows, "roofline").mean()
@@ -42,7 +42,7 @@ def test_forecasts_are_not_one_sided(llm_rows):
     assert 0.3 <= too_fast <= 0.7
 
 
-@pytest.mark.parametrize("heldout, mape", [(False, 0.10), (True, 0.14)])
+@pytest.mark.parametrize("heldout, mape", [(0, 0.10), (1, 0.14)])
 def test_eager_training_memory_stays_within_its_measured_error(llm_rows, heldout, mape):
     rows = llm_rows[llm_rows["heldout"] == heldout]
     error = (rows["forecast_memory_bytes"] - rows["peak_allocated_bytes"]).abs()

@@ -19,14 +19,15 @@ def loss_rows(tokens: float, vocab: float, precision: Precision) -> list[dict]:
     forward rows first, then backward; no fp32 casts when the math is already fp32."""
     elems = tokens * vocab
     narrow = bytes_per_element(precision.vector_math)
-    # (phase, op, family, bytes read and written per logit, FLOPs per logit)
-    kernels = [("forward", "logits_to_fp32", "elementwise", narrow, 4.0, 1.0),
-               ("forward", "log_softmax", "softmax", 4.0, 4.0, 5.0),
-               ("backward", "nll_loss_bwd", "elementwise", 0.0, 4.0, 1.0),
-               ("backward", "log_softmax_bwd", "softmax", 8.0, 4.0, 3.0),
-               ("backward", "grad_to_input_dtype", "elementwise", 4.0, narrow, 1.0)]
+    # (phase, op in the eager-kernel vocabulary, family, bytes read and written per logit,
+    # FLOPs per logit)
+    kernels = [("forward", "cast:logits_to_fp32", "elementwise", narrow, 4.0, 1.0),
+               ("forward", "softmax:log_softmax", "softmax", 4.0, 4.0, 5.0),
+               ("backward", "fill:nll_loss_bwd", "elementwise", 0.0, 4.0, 1.0),
+               ("backward", "softmax:log_softmax_bwd", "softmax", 8.0, 4.0, 3.0),
+               ("backward", "cast:grad_to_input_dtype", "elementwise", 4.0, narrow, 1.0)]
     if narrow >= 4:  # fp32 training: no casts
-        kernels = [k for k in kernels if k[1] not in ("logits_to_fp32", "grad_to_input_dtype")]
+        kernels = [k for k in kernels if not k[1].startswith("cast:")]
     return [{"layer": "head", "op": op, "family": family, "phase": phase, "b": 1,
              "m": tokens, "n": vocab, "k": 0.0, "flops": flops * elems,
              "bytes_read": read * elems, "bytes_written": written * elems, "dtype": "fp32",

@@ -94,7 +94,8 @@ PUBLIC = {
         "RAGForecast", "forecast_rag",
         "TRAINING_EXECUTION", "EagerGraph", "TieredTimeModel", "bucketed_reduction",
         "group_collective",
-        "group_view", "reduction_end", "step_times", "training_step", "training_step_ops"},
+        "group_view", "reduction_end", "step_times", "training_execution", "training_step",
+        "training_step_ops"},
     "perfcast.validate": {
         "validate_serving_steps", "SiliconDeployment", "coverage_lines", "coverage_summary",
         "load_silicon_rows", "silicon_coverage", "silicon_deployments",

@@ -150,3 +150,17 @@ def test_a_training_step_charges_the_stacks_training_host():
     forward = run_options("step", {**options, "mode": "forward"}).payload()["inputs"]
     assert train["dispatch_s"] == host.train_dispatch_s
     assert forward["dispatch_s"] == host.op_dispatch_s + host.module_s
+
+
+def test_a_hosted_eager_step_waits_on_its_host_and_the_fused_one_does_not():
+    from perfcast.compose import training_step
+    from perfcast.specs import get_cluster
+
+    model, cluster = get_model("llama-3.2-1b"), get_cluster("dgx-h100", 1)
+    host = get_stack("hf-transformers").host
+    graph = EagerGraph(host_dispatch_s=host.train_dispatch_s)
+    eager = training_step(model, 1, 128, cluster, graph=graph)
+    fused = training_step(model, 1, 128, cluster)
+    sp = training_step(model, 1, 128, cluster, plan=ParallelPlan(tp=1, cp=1), lora_rank=4,
+                       graph=graph)
+    assert eager.launch_s > 0 and fused.launch_s == 0 and sp.launch_s == 0

@@ -16,7 +16,8 @@ _EXPORTS = {
     "_step": ("EAGER_DISPATCH_S", "Execution", "StepForecast", "TieredTimeModel",
         "kernel_sequence", "model_tier", "step_time", "step_times"),
     "_trace": ("chrome_trace", "step_timeline"),
-    "_training": ("TRAINING_EXECUTION", "EagerGraph", "training_step", "training_step_ops"),
+    "_training": ("TRAINING_EXECUTION", "EagerGraph", "training_execution", "training_step",
+        "training_step_ops"),
 }
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 

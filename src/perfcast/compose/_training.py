@@ -14,8 +14,10 @@ a third of the GEMMs (docs/validation/gpu_check/h100_train.md). Megatron-style s
 the fused table: priced with the eager graph, the MosaicML llm-foundry grid's tokens/s MAPE
 goes from 0.27 to 0.42.
 
-Execution: CUDA graphs' sum of kernels (no host->GPU queue). At training shapes kernels
-outlast their launches: the eager queue adds 0.01 ms to Llama-2-7B's 139 ms micro-batch.
+Execution (`training_execution`): the Megatron-style table as CUDA graphs' sum of kernels
+(no host->GPU queue: at training shapes its kernels outlast their launches, the eager queue
+adds 0.01 ms to Llama-2-7B's 139 ms micro-batch); an EagerGraph with its stack's measured
+host through `step_time`'s eager queue, so a small micro-batch waits on the host.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import COLUMNS, eager_ops, loss_rows, training_ops
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision
 
-__all__ = ["TRAINING_EXECUTION", "EagerGraph", "training_step", "training_step_ops"]
+__all__ = ["TRAINING_EXECUTION", "EagerGraph", "training_execution", "training_step",
+           "training_step_ops"]
 
 TRAINING_EXECUTION = Execution.CUDA_GRAPH
 
@@ -56,6 +59,17 @@ class EagerGraph(BaseModel):
         """Whether the eager table describes this shard: tensor parallelism only (no sequence
         or context parallelism, no expert parallelism, no LoRA adapters)."""
         return not plan.sp and plan.cp == 1 and plan.ep == 1 and lora_rank is None
+
+
+def training_execution(graph: EagerGraph | None, plan: ParallelPlan,
+                       lora_rank: int | None) -> tuple[Execution, float | None]:
+    """(launch mode, seconds per kernel dispatch) of a training micro-batch (module
+    docstring): eager, at the host's dispatch, where `graph`'s table is priced and its host
+    measured; CUDA graphs otherwise."""
+    if graph is not None and graph.host_dispatch_s > 0 and EagerGraph.expresses(plan,
+                                                                                 lora_rank):
+        return Execution.EAGER, graph.host_dispatch_s
+    return TRAINING_EXECUTION, None
 
 
 def training_step_ops(model: ModelSpec, micro_batch: int, seq_len: int,
@@ -83,11 +97,13 @@ def training_step(model: ModelSpec, micro_batch: int, seq_len: int, cluster: Clu
                   comm_model: CollectiveModel | None = None,
                   graph: EagerGraph | None = None) -> StepForecast:
     """One micro-batch's forward + backward, priced (`step_time` defaults: the plain roofline
-    and ring collectives unless models are given)."""
+    and ring collectives unless models are given), launched as `training_execution` says."""
+    plan = plan or ParallelPlan()
     ops = training_step_ops(model, micro_batch, seq_len, precision, plan, lora_rank=lora_rank,
                             graph=graph)
-    return step_time(ops, cluster, TRAINING_EXECUTION, time_model=time_model,
-                     comm_model=comm_model)
+    execution, dispatch_s = training_execution(graph, plan, lora_rank)
+    return step_time(ops, cluster, execution, time_model=time_model, comm_model=comm_model,
+                     dispatch_s=dispatch_s)
 
 
 def _with_loss(table: pd.DataFrame, precision: Precision) -> pd.DataFrame:

@@ -18,11 +18,10 @@ import numpy as np
 
 from perfcast.comm import CollectiveModel
 from perfcast.compose import (
-    TRAINING_EXECUTION,
     EagerGraph,
-    Execution,
     StepForecast,
     step_times,
+    training_execution,
     training_step_ops,
 )
 from perfcast.kernels import ExecutionTimeModel
@@ -109,17 +108,12 @@ def price_layers(keys: list[LayerKey], model: ModelSpec, cluster: Cluster,
     if missing:
         tables = [training_step_ops(model, k.micro_batch, k.seq_len, precision, k.plan(),
                                     lora_rank=lora_rank, graph=graph) for k in missing]
-        hosted = [graph is not None and graph.host_dispatch_s > 0
-                  and EagerGraph.expresses(k.plan(), lora_rank) for k in missing]
-        for eager in (False, True):
-            idx = [i for i, h in enumerate(hosted) if h == eager]
-            if not idx:
-                continue
-            steps = step_times([tables[i] for i in idx], cluster,
-                               Execution.EAGER if eager else TRAINING_EXECUTION,
+        launches = [training_execution(graph, k.plan(), lora_rank) for k in missing]
+        for launch in dict.fromkeys(launches):  # one kernel-model call per launch mode
+            idx = [i for i, x in enumerate(launches) if x == launch]
+            steps = step_times([tables[i] for i in idx], cluster, launch[0],
                                time_model=time_model, comm_model=comm_model,
-                               dispatch_s=graph.host_dispatch_s if eager else None,
-                               intervals=False)
+                               dispatch_s=launch[1], intervals=False)
             for i, step in zip(idx, steps, strict=True):
                 memo[missing[i]] = _cost(step)
     return [memo[k] for k in keys]

@@ -113,8 +113,15 @@ def profile_table(paths: list[Path]) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna(0.0)
 
 
+def expressible(table: pd.DataFrame) -> pd.Series:
+    """Rows `perfcast train` can be asked for: not strict fp32 (cudnn.allow_tf32 off) nor
+    channels_last, which are no options (they are listed, not scored)."""
+    return (table["precision"] != "fp32-strict") & (table["channels_last"] != True)  # noqa: E712
+
+
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
+    table = table[expressible(table)]
     for (what, heldout), group in table.groupby(["what", "heldout"], sort=False):
         for method in METHODS:
             ape = (group[f"{method}_s"] - group["measured_s"]).abs() / group["measured_s"]
@@ -154,7 +161,8 @@ def main() -> None:
             f"fitted. Priced by scripts/gpu_train_report.py: `perfcast train --gpu "
             f"{args.device} --num-gpus 1 --stack {args.stack}` (LLMs) with the case's "
             "micro-batch, memory policy and recomputation; ResNet-50 as `train --model "
-            "resnet50 --dtype fp32|bf16` (channels_last and strict fp32 are not options). "
+            "resnet50 --dtype fp32|bf16` (channels_last and strict fp32 are not options: "
+            "listed, not scored). "
             "peak_gb: torch.cuda.max_memory_allocated; forecast_gb: memory_per_gpu_bytes.", "",
             md_table(summary(table)), "", md_table(cases[cols]), "",
             "## Where the measured time went (torch.profiler, ms per iteration)", "",

@@ -427,7 +427,7 @@ def execute_step(r: ResolvedStep | ResolvedCNNStep) -> StepResult:
 
 def _execute_cnn(r: ResolvedCNNStep) -> StepResult:
     """`compose.cnn_inference` on the stack's launch mode and fusion (fused: batch norm and
-    ReLU folded into the convs), with its notes (e.g. borrowed half-precision conv
+    ReLU folded into the convs), with its notes (e.g. borrowed tensor-core conv
     efficiency)."""
     q, s = r.request, r.stack
     w = q.workload

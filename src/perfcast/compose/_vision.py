@@ -11,7 +11,7 @@ from perfcast.compose._step import Execution, StepForecast, step_time
 from perfcast.kernels import ExecutionTimeModel, default_time_model, model_notes
 from perfcast.ops import MemoryFootprint, cnn_ops
 from perfcast.ops._vision import vision_ops
-from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision, bytes_per_element
+from perfcast.specs import Cluster, DType, ModelSpec, ParallelPlan, Precision, bytes_per_element
 
 __all__ = ["CNNInference", "cnn_inference", "vision_step", "with_vision_weights"]
 
@@ -42,7 +42,7 @@ def with_vision_weights(memory: MemoryFootprint, model: ModelSpec, precision: Pr
 @dataclass(frozen=True)
 class CNNInference:
     """One inference forward of a ResNet: the step, images/s and the kernel model's notes
-    (e.g. a half-precision conv priced with a borrowed tensor-core efficiency)."""
+    (e.g. a tensor-core conv priced with a borrowed efficiency)."""
 
     step: StepForecast
     images_per_s: float
@@ -56,11 +56,13 @@ def cnn_inference(name: str, batch_size: int, cluster: Cluster, dtype: str = "fp
                   dispatch_s: float | None = None,
                   host_spread: tuple[float, float] = (1.0, 1.0)) -> CNNInference:
     """The eval-mode forward of torchvision ResNet `name` (`ops.CNN_MODELS`) on `batch_size`
-    images on one GPU of `cluster`, in `dtype` (fp32, or fp16/bf16: convs on the tensor
-    cores); `fused` folds batch norms and ReLUs into the convs as deployment runtimes do
+    images on one GPU of `cluster`, in `dtype` (fp32, its convs in TF32 where the GPU has it
+    as PyTorch's cuDNN default allows; or fp16/bf16: convs on the tensor cores); `fused`
+    folds batch norms and ReLUs into the convs as deployment runtimes do
     (compose.fuse_cnn_kernels). `host_s` / `dispatch_s` / `host_spread`: a stack's host
     costs and their range over hosts (step_time; None: the default eager dispatch)."""
-    ops = cnn_ops(name, batch_size, image_size, precision=dtype)
+    ops = cnn_ops(name, batch_size, image_size, precision=dtype,
+                  tf32=DType.TF32 in cluster.device.dense_peak_flops)
     if fused:
         ops = fuse_cnn_kernels(ops)
     time_model = time_model or default_time_model()

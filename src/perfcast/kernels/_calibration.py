@@ -311,16 +311,17 @@ class PhysicsModel:
         return self.calibration.tier_for(device.name)
 
     def notes(self, ops: pd.DataFrame) -> list[str]:
-        """What the forecast of `ops` borrowed: half-precision rows of a family never fitted
-        on half-precision kernels take a donor family's tensor-core efficiency."""
+        """What the forecast of `ops` borrowed: tensor-core rows (half precision, or TF32
+        convolutions) of a family never fitted on tensor-core kernels take a donor family's
+        tensor-core efficiency."""
         out = []
         for family, donor in sorted(TENSOR_DONORS.items()):
             params = self.calibration.families.get(family)
             rows = (ops["family"] == family).to_numpy() & (ops["dtype"] != "fp32").to_numpy()
             if params is not None and rows.any() and borrows_tensor_terms(params):
                 dtypes = ", ".join(sorted(set(ops["dtype"].to_numpy()[rows].astype(str))))
-                out.append(f"half-precision {family} ({dtypes}): no measured half-precision "
-                           f"{family} kernels; tensor-core efficiency borrowed from {donor}")
+                out.append(f"tensor-core {family} ({dtypes}): no measured tensor-core "
+                           f"{family} kernels; their efficiency borrowed from {donor}")
         return out
 
     def kernel_times(self, ops: pd.DataFrame, device: Device,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from perfcast.errors import InputError, close_matches
+from perfcast.ops._diffusion import conv_math
 from perfcast.ops._table import COLUMNS
 from perfcast.specs import DType, Precision, bytes_per_element
 
@@ -48,6 +49,7 @@ class _Builder:
     elem_bytes: float
     dtype: str
     rows: dict[tuple, dict]
+    conv_dtype: str = ""  # the convolutions' GEMM math (ops._diffusion.conv_math)
 
     def _add(self, layer: str, op: str, family: str, *, m: float, n: float, k: float = 0.0,
              flops: float, bytes_read: float, bytes_written: float) -> None:
@@ -58,8 +60,9 @@ class _Builder:
         self.rows[key] = {"layer": layer, "op": op, "family": family, "phase": "forward",
                           "b": 1, "m": float(m), "n": float(n), "k": float(k),
                           "flops": float(flops), "bytes_read": float(bytes_read),
-                          "bytes_written": float(bytes_written), "dtype": self.dtype,
-                          "count": 1}
+                          "bytes_written": float(bytes_written),
+                          "dtype": self.conv_dtype if family == "conv" and self.conv_dtype
+                          else self.dtype, "count": 1}
 
     def conv(self, layer: str, c_in: int, c_out: int, size: int, kernel: int, stride: int,
              padding: int, groups: int = 1) -> int:
@@ -158,10 +161,13 @@ def _model(name: str) -> tuple[str, tuple[int, int, int, int]]:
 
 
 def cnn_ops(name: str, batch_size: int, image_size: int = 224,
-            precision: Precision | DType | str | None = None) -> pd.DataFrame:
+            precision: Precision | DType | str | None = None,
+            tf32: bool = False) -> pd.DataFrame:
     """The eager op table (perfcast.ops.COLUMNS) of one inference forward of a torchvision
     ResNet (`CNN_MODELS`) on `batch_size` RGB images of `image_size`² pixels, in eval mode.
-    `precision`: a Precision (its activation dtype), a dtype name, or None for fp32."""
+    `precision`: a Precision (its activation dtype), a dtype name, or None for fp32. `tf32`:
+    fp32 convolutions run on TF32 tensor cores, as PyTorch lets cuDNN by default on a GPU that
+    has them (ops._diffusion.conv_math; the classifier's matmul stays fp32)."""
     kind, depths = _model(name)
     if int(batch_size) < 1 or int(batch_size) != batch_size:
         raise InputError("batch_size", f"must be a whole number >= 1, got {batch_size}", ">= 1")
@@ -169,7 +175,8 @@ def cnn_ops(name: str, batch_size: int, image_size: int = 224,
         raise InputError("image_size", f"must be a whole number >= 32, got {image_size}",
                          ">= 32 (five stride-2 stages)")
     dtype = _precision(precision)
-    b = _Builder(int(batch_size), bytes_per_element(dtype), dtype.value, {})
+    b = _Builder(int(batch_size), bytes_per_element(dtype), dtype.value, {},
+                 conv_math(dtype, tf32).value)
     size = _conv_bn(b, "stem", 3, 64, int(image_size), 7, 2, relu=True)
     pooled = _out_size(size, 3, 2, 1)
     b.vector("stem", "maxpool", "elementwise", 64, size, reads=1,

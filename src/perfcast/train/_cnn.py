@@ -21,6 +21,7 @@ from perfcast.compose import data_parallel_step, step_time
 from perfcast.errors import InputError
 from perfcast.kernels import ExecutionTimeModel, model_notes
 from perfcast.ops import CNN_MODELS, cnn_ops
+from perfcast.ops._diffusion import conv_math
 from perfcast.specs import Cluster, DType, bytes_per_element
 from perfcast.train._forecast import default_time_model
 
@@ -31,7 +32,8 @@ __all__ = ["CNN_DTYPES", "CNNTrainForecast", "cnn_training_ops", "forecast_cnn_t
 SGD_READ_BYTES, SGD_WRITE_BYTES, SGD_FLOPS = 12, 8, 3
 _MATMUL = ("conv", "gemm")
 # fp32, or torch.autocast mixed precision (fp16/bf16 kernels, fp32 parameters and optimizer):
-# half-precision convs run on the tensor cores (perfcast.kernels._physics, borrowed η_c).
+# half-precision convs run on the tensor cores, and fp32 ones in TF32 where the GPU has it
+# (PyTorch's cudnn.allow_tf32 default; perfcast.kernels._physics, borrowed η_c).
 CNN_DTYPES = (DType.FP32, DType.BF16, DType.FP16)
 
 
@@ -39,7 +41,7 @@ CNN_DTYPES = (DType.FP32, DType.BF16, DType.FP16)
 class CNNTrainForecast:
     """One DDP iteration: seconds, images/s over all GPUs, the gradient all-reduce (total and
     the exposed part), model FLOP/s per GPU (forward x 3) and memory per GPU. `notes` says
-    where the kernel model borrowed an efficiency (half-precision convs)."""
+    where the kernel model borrowed an efficiency (tensor-core convs)."""
 
     model: str
     num_gpus: int
@@ -73,11 +75,12 @@ def _matmul_backward(row: dict, elem: float) -> list[dict]:
 
 
 def cnn_training_ops(name: str, batch_size: int, dtype: DType | str = DType.FP32,
-                     image_size: int = 224) -> pd.DataFrame:
+                     image_size: int = 224, tf32: bool = False) -> pd.DataFrame:
     """Forward (`ops.cnn_ops`) and backward kernels of one micro-batch: convs and the
     classifier get a data- and a weight-gradient kernel, every other kernel one backward pass
-    reading its input and output gradient and writing the input gradient."""
-    forward = cnn_ops(name, batch_size, image_size, precision=dtype)
+    reading its input and output gradient and writing the input gradient. `tf32`: fp32
+    convolutions (and their gradients) on TF32 tensor cores, PyTorch's cuDNN default."""
+    forward = cnn_ops(name, batch_size, image_size, precision=dtype, tf32=tf32)
     elem = bytes_per_element(DType(dtype))
     rows = []
     for row in forward.to_dict("records"):
@@ -132,7 +135,9 @@ def forecast_cnn_training(name: str, cluster: Cluster, num_gpus: int, micro_batc
     steps = _check(name, num_gpus, micro_batch, global_batch, cluster, dtype)
     dtype = DType(str(dtype).lower())
     time_model = time_model or default_time_model()
-    ops = cnn_training_ops(name, micro_batch, dtype)
+    # PyTorch lets cuDNN run fp32 convolutions in TF32 where the GPU has it (allow_tf32)
+    tf32 = DType.TF32 in cluster.device.dense_peak_flops
+    ops = cnn_training_ops(name, micro_batch, dtype, tf32=tf32)
     params = _weights(ops)
     opt = pd.DataFrame([{"layer": "optimizer", "op": "sgd", "family": "elementwise",
                          "phase": "optimizer", "b": 1, "m": params, "n": 1.0, "k": 0.0,
@@ -147,7 +152,7 @@ def forecast_cnn_training(name: str, cluster: Cluster, num_gpus: int, micro_batc
     time_s = (steps - 1) * one.time_s + ddp.time_s + opt_s
     fwd_flops = float((ops["flops"] * ops["count"])[ops["phase"] == "forward"].sum())
     model_flops = 3.0 * fwd_flops * steps  # forward + backward (2x forward) per micro-batch
-    peak = cluster.device.peak_flops(DType(dtype), "dtype")
+    peak = cluster.device.peak_flops(conv_math(dtype, tf32), "dtype")  # the convs' units
     acts = float((ops["bytes_written"] * ops["count"])[ops["phase"] == "forward"].sum())
     return CNNTrainForecast(
         model=name, num_gpus=num_gpus, iteration_time_s=time_s,

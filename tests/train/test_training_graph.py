@@ -96,6 +96,8 @@ def test_eager_memory_holds_the_loss_and_lets_gradients_replace_activations():
     assert mc["memory"]["gradients"] == pytest.approx(states, rel=0.01)
     assert hf["memory"]["gradients"] == pytest.approx(
         max(states - hf["memory"]["activations"], 0.0), rel=1e-9)
+    assert any("set_to_none" in n for n in hf["notes"])
+    assert not any("set_to_none" in n for n in mc["notes"])
     vocab_tokens = 2 * 1024 * get_model("llama-3.2-1b").vocab_size
     assert (hf["memory"]["activations"] - mc["memory"]["activations"]
             == pytest.approx(8 * vocab_tokens, rel=1e-6))

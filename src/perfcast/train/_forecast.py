@@ -11,6 +11,7 @@ from importlib import resources
 import numpy as np
 
 from perfcast.comm import CollectiveModel, default_collective_model
+from perfcast.compose import EagerGraph
 from perfcast.kernels import ExecutionTimeModel, default_time_model
 from perfcast.train._engine import EXPOSED_KINDS, evaluate
 from perfcast.train._flops import hardware_flops, model_flops
@@ -170,6 +171,10 @@ def _forecast(job: TrainJob, cols: dict[str, np.ndarray], i: int) -> TrainForeca
     note = _mfu_note(job, mfu)
     if note is not None:
         notes.append(note)
+    if job.graph is not None and EagerGraph.expresses(job.plan, job.lora_rank):
+        notes.append("memory: eager PyTorch allocates each gradient as backward frees that "
+                     "layer's activations (zero_grad(set_to_none=True)), so `gradients` "
+                     "counts only what they need beyond the activations")
     return TrainForecast(
         iteration_time_s=time_s, iteration_p50_s=float(cols["iteration_p50_s"][i]),
         iteration_p99_s=float(cols["iteration_p99_s"][i]), tokens_per_s=job.tokens / time_s,

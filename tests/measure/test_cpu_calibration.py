@@ -16,6 +16,10 @@ from perfcast.kernels import (
 )
 from perfcast.measure import local_cpu_device, run_cpu_sweep, to_ops
 
+# it times this CPU and holds the error to a threshold: run alone, not beside other workers
+# (a loaded run once scored 0.52 against the 0.5 bound)
+pytestmark = pytest.mark.cpu_timing
+
 
 @pytest.fixture(scope="module")
 def sweep():

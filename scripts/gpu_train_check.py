@@ -49,9 +49,7 @@ RESNET_CASES = (("fp32", 128, False), ("fp32-strict", 128, False), ("bf16", 128,
 WARMUP, ITERS = 3, 8
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+_sync = STACK_CHECK["_sync"]
 
 
 def _timed(step, device: str, warmup: int, iters: int) -> dict:

@@ -468,12 +468,13 @@ def _graph(stack: Stack, model: ModelSpec, rlhf: bool, policy: str,
         return None
     autocast = (memory_policy_preset(policy).autocast
                 and bytes_per_element(precision.activations) < 4)
+    graph = EagerGraph(attention="sdpa" if stack.attention.fused else "eager",
+                       fused=bool(stack.fused), autocast=autocast)
+    if stack.host.train_dispatch_s is None:  # no measured training host: no host queue
+        return graph
     host = engine_host(stack, None, None, training=True)
-    measured = stack.host.train_dispatch_s is not None  # else no host queue is priced
-    return EagerGraph(attention="sdpa" if stack.attention.fused else "eager",
-                      fused=bool(stack.fused), autocast=autocast,
-                      host_dispatch_s=host.dispatch_s if measured else 0.0,
-                      host_step_s=host.step_s if measured else 0.0)
+    return graph.model_copy(update={"host_dispatch_s": host.dispatch_s,
+                                    "host_step_s": host.step_s})
 
 
 def _graph_scope(stack: Stack, graph: EagerGraph | None) -> dict[str, str]:

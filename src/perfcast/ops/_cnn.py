@@ -49,7 +49,7 @@ class _Builder:
     elem_bytes: float
     dtype: str
     rows: dict[tuple, dict]
-    conv_dtype: str = ""  # the convolutions' GEMM math (ops._diffusion.conv_math)
+    conv_dtype: str  # the convolutions' GEMM math (ops._diffusion.conv_math)
 
     def _add(self, layer: str, op: str, family: str, *, m: float, n: float, k: float = 0.0,
              flops: float, bytes_read: float, bytes_written: float) -> None:
@@ -61,8 +61,8 @@ class _Builder:
                           "b": 1, "m": float(m), "n": float(n), "k": float(k),
                           "flops": float(flops), "bytes_read": float(bytes_read),
                           "bytes_written": float(bytes_written),
-                          "dtype": self.conv_dtype if family == "conv" and self.conv_dtype
-                          else self.dtype, "count": 1}
+                          "dtype": self.conv_dtype if family == "conv" else self.dtype,
+                          "count": 1}
 
     def conv(self, layer: str, c_in: int, c_out: int, size: int, kernel: int, stride: int,
              padding: int, groups: int = 1) -> int:

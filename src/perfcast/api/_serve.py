@@ -112,15 +112,18 @@ class ServeDeployment(Group):
 class ServeEngine(Group):
     """The engine's scheduler, router, batching limits, KV cache and collectives."""
 
-    scheduler: str = Field("vllm-v0", description="vllm-v0, vllm-v1, sarathi, orca or static.")
+    scheduler: str | None = Field(None, description="vllm-v0, vllm-v1, sarathi, prefill-first, "
+                                  "orca or static; default: the stack's engine (vllm, trtllm: "
+                                  "vllm-v1; sglang: prefill-first; others: vllm-v0).")
     router: str = Field("round-robin", description="round-robin, least-outstanding or least-kv.")
-    max_batch: int = Field(256, ge=1, le=MAX_BATCH, description="Max sequences per step.")
+    max_batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="Max sequences per "
+                                  "step; default: the stack engine's for this GPU, else 256.")
     max_batch_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Token budget "
-                                         "per step.")
+                                         "per step; default: the stack engine's for this GPU.")
     max_model_len: int | None = Field(None, ge=2, le=MAX_TOKENS, description="Longest request "
                                       "(prompt + output); default: the model's context.")
     chunk_size: int | None = Field(None, ge=1, le=MAX_TOKENS, description="Prefill chunk "
-                                   "(sarathi/vllm-v1).")
+                                   "(sarathi/vllm-v1/prefill-first).")
     block_size: int = Field(16, ge=1, le=1024, description="KV-cache tokens per block.")
     preemption: str = Field("recompute", description="recompute or swap.")
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="The engine's "
@@ -652,7 +655,9 @@ def _single(r: ResolvedServe) -> ServeResult:
     d, e, w = request.deployment, request.engine, request.workload
     inputs = {"model": config.model if isinstance(config.model, str) else config.model.name,
               "gpu": r.gpu, "cluster": request.hardware.cluster, "tp": d.tp, "pp": d.pp,
-              "replicas": config.replicas, "scheduler": e.scheduler, "router": e.router,
+              "replicas": config.replicas, "scheduler": config.scheduler,
+              "max_batch": config.max_batch, "max_batch_tokens": config.token_budget,
+              "router": e.router,
               "arrival": w.arrival_process, "qps": w.qps, "concurrency": w.concurrency,
               "num_requests": w.num_requests, "lengths": w.lengths, "seed": w.seed,
               "prefix_cache": e.prefix_cache, "system_prompt_tokens": w.system_prompt_tokens,
@@ -730,8 +735,11 @@ def stack_inputs(r: ResolvedServe) -> dict[str, Any]:
                "families": family_provenance(stack, device)}
     if config.kernel_model == "learned":
         kernels["learned_envelope"] = learned_time_model().learned.device_coverage(device)
-    return {"stack": stack.card(), "execution": config.execution, "host": config.host,
-            "kernel_model": kernels}
+    out = {"stack": stack.card(), "execution": config.execution, "host": config.host,
+           "kernel_model": kernels}
+    if config.engine_defaults:
+        out["engine_defaults"] = config.engine_defaults
+    return out
 
 
 register(ServeRequest, resolve_serve, execute_serve)

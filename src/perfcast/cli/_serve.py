@@ -46,14 +46,16 @@ def serve(
     pp: Annotated[int, typer.Option(help="Pipeline stages per replica.")] = 1,
     replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
     dtype: Annotated[str, typer.Option(help="Activation (and weight) dtype.")] = "bf16",
-    scheduler: Annotated[str, typer.Option(
-        help="vllm-v0, vllm-v1, sarathi, orca or static.", rich_help_panel=ENGINE)] = "vllm-v0",
-    max_batch: Annotated[int, typer.Option(
-        help="Max sequences per step.", rich_help_panel=ENGINE)] = 256,
+    scheduler: Annotated[str | None, typer.Option(
+        help="vllm-v0, vllm-v1, sarathi, prefill-first, orca or static [default: the "
+        "stack's engine]", rich_help_panel=ENGINE)] = None,
+    max_batch: Annotated[int | None, typer.Option(
+        help="Max sequences per step [default: the stack's, else 256].",
+        rich_help_panel=ENGINE)] = None,
     max_batch_tokens: Annotated[int | None, typer.Option(
         help="Token budget per step.", rich_help_panel=ENGINE)] = None,
     chunk_size: Annotated[int | None, typer.Option(
-        help="Prefill chunk (sarathi/vllm-v1).", rich_help_panel=ENGINE)] = None,
+        help="Prefill chunk (sarathi/vllm-v1/prefill-first).", rich_help_panel=ENGINE)] = None,
     qps: Annotated[float | None, typer.Option(
         "--qps", "--request-rate", rich_help_panel=WORKLOAD,
         help="Mean arrival rate, req/s: open loop (vLLM's --request-rate).")] = None,
@@ -200,7 +202,8 @@ def _print(result: ServeResult) -> None:
 
 def _print_tables(s: dict, inputs: dict) -> None:
     t = Table(title=f"{inputs['model']}: {inputs['replicas']} x (TP{inputs['tp']} PP"
-              f"{inputs['pp']}) {inputs['gpu'] or inputs['cluster']}, {inputs['scheduler']}, "
+              f"{inputs['pp']}) {inputs['gpu'] or inputs['cluster']}, {inputs['scheduler']} "
+              f"(<= {inputs['max_batch']} seqs, {inputs['max_batch_tokens']} tokens/step), "
               f"{s['num_requests']} requests")
     for col in ("metric", "mean", "p50", "p90", "p99"):
         t.add_column(col, justify="left" if col == "metric" else "right")
@@ -224,4 +227,8 @@ def _print_tables(s: dict, inputs: dict) -> None:
     stack = stack_summary(inputs.get("kernel_model", {}))
     if stack:
         lines.append(stack)
+    engine = inputs.get("engine_defaults")
+    if engine:
+        lines.append(f"{', '.join(engine['from_stack'])} from the stack's engine defaults "
+                     "(--json: engine_defaults.provenance)")
     console.print("\n".join(lines))

@@ -30,28 +30,36 @@ from perfcast.compose import HOST_PROFILES, Execution
 from perfcast.errors import InputError, from_validation_error
 from perfcast.specs import (
     Cluster,
+    Device,
     KVBudget,
     ModelSpec,
     ParallelPlan,
     Precision,
     cluster_for,
+    cuda_total_bytes,
     get_cluster,
     get_device,
     get_model,
     get_stack,
 )
 
-__all__ = ["DEFAULT_EXPERT_SKEW", "DEFAULT_MAX_MODEL_LEN", "ROUTERS", "SCHEDULERS",
+__all__ = ["DEFAULT_EXPERT_SKEW", "DEFAULT_MAX_MODEL_LEN", "PAGED", "ROUTERS", "SCHEDULERS",
            "SERVE_KERNEL_MODELS", "ServeConfig"]
 
-SCHEDULERS = ("vllm-v0", "vllm-v1", "sarathi", "orca", "static")
+SCHEDULERS = ("vllm-v0", "vllm-v1", "sarathi", "prefill-first", "orca", "static")
+# Schedulers that page the KV cache (prefix caching, speculative decoding need one)
+PAGED = ("vllm-v0", "vllm-v1", "sarathi", "prefill-first")
+# Engine fields a stack's EngineDefaults fills when the user leaves them unset
+ENGINE_DEFAULTED = ("scheduler", "max_batch", "max_batch_tokens")
+GENERIC_SCHEDULER, GENERIC_MAX_BATCH = "vllm-v0", 256  # without a stack's engine defaults
 # Kernel models serving prices with: the roofline is left out (`perfcast infer` has it), as
 # serving's step grids, draft models and pools were validated against measured kernels only.
 SERVE_KERNEL_MODELS = ("calibrated", "learned")
 ROUTERS = ("round-robin", "least-outstanding", "least-kv")
 # vLLM's defaults: v0 without chunking needs a prompt-sized budget; v1 (online) 8192 tokens;
-# Sarathi-Serve's budget is its chunk size (512 in the paper's and Vidur's runs).
-_DEFAULT_BUDGET = {"vllm-v1": 8192, "sarathi": 512}
+# Sarathi-Serve's budget is its chunk size (512 in the paper's and Vidur's runs); SGLang's
+# chunked-prefill size on 35-160 GiB GPUs is 8192 (specs/data/stacks.json, sglang).
+_DEFAULT_BUDGET = {"vllm-v1": 8192, "sarathi": 512, "prefill-first": 8192}
 # Most loaded EP rank / mean: AIConfigurator's power-law routing (alpha 1.01-1.2, its `moe`
 # `distribution`) gives 1.3-1.9 for DeepSeek-V3 at EP8 over 64-8192 tokens; trained routers
 # with balancing losses (aux loss, DeepSeek's bias) sit at or below its low end. Chosen a
@@ -73,8 +81,11 @@ class ServeConfig(BaseModel):
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     replicas: int = Field(default=1, ge=1)
-    scheduler: Literal["vllm-v0", "vllm-v1", "sarathi", "orca", "static"] = "vllm-v0"
-    max_batch: int = Field(default=256, ge=1, description="max sequences per step")
+    scheduler: Literal["vllm-v0", "vllm-v1", "sarathi", "prefill-first", "orca", "static"] = (
+        Field(default=GENERIC_SCHEDULER, description="batch scheduler; None or unset: the "
+              "stack's engine default (Stack.engine), else vllm-v0"))
+    max_batch: int = Field(default=GENERIC_MAX_BATCH, ge=1, description="max sequences per "
+                           "step; None or unset: the stack engine's default, else 256")
     max_batch_tokens: int | None = Field(default=None, ge=1, description="token budget/step")
     chunk_size: int | None = Field(default=None, ge=1, description="prefill chunk (tokens)")
     block_size: int = Field(default=16, ge=1, le=1024, description="KV tokens per block")
@@ -134,13 +145,24 @@ class ServeConfig(BaseModel):
         "routed tokens of the most loaded EP rank / the mean rank's; MoE layers wait on it"))
 
     _resolved: tuple[ModelSpec, Cluster] = PrivateAttr()
+    _from_stack: tuple[str, ...] = PrivateAttr(default=())
 
     def __init__(self, **data: Any):
+        data, filled = _engine_defaults(data)
         try:
             super().__init__(**data)
         except ValidationError as exc:
             raise from_validation_error(exc, default="config") from None
+        self._from_stack = filled
         self._resolve()
+
+    @property
+    def engine_defaults(self) -> dict[str, Any]:
+        """Which engine fields came from the stack's engine defaults, and their source."""
+        if not self._from_stack:
+            return {}
+        engine = get_stack(self.stack).engine
+        return {"from_stack": list(self._from_stack), "provenance": engine.provenance}
 
     @field_validator("precision", mode="before")
     @classmethod
@@ -173,12 +195,15 @@ class ServeConfig(BaseModel):
                              f">= {seqs}")
         Execution(self.execution)
         self._check_spec(model)
-        if self.prefix_caching and (self.scheduler not in ("vllm-v0", "vllm-v1", "sarathi")
+        if self.prefix_caching and (self.scheduler not in PAGED
                                     or self.preemption != "recompute"):
             raise InputError("prefix_caching", "is modelled for the paged schedulers with "
                              f"preemption by recompute (got scheduler={self.scheduler!r}, "
                              f"preemption={self.preemption!r})",
-                             "scheduler vllm-v0, vllm-v1 or sarathi with preemption recompute")
+                             f"scheduler {', '.join(PAGED)} with preemption recompute")
+        if self.scheduler == "prefill-first" and self.preemption != "recompute":
+            raise InputError("preemption", "prefill-first (SGLang) retracts requests by "
+                             "recompute; swapping is modelled for vllm-v0", "recompute")
 
     def _check_heads(self, model: ModelSpec) -> None:
         """TP splits the attention heads as the engines do (module docstring)."""
@@ -304,9 +329,41 @@ class ServeConfig(BaseModel):
         """Largest prefill chunk per request per step (None: whole prompts)."""
         if self.scheduler == "sarathi":
             return self.chunk_size or self.token_budget
-        if self.scheduler == "vllm-v1":
+        if self.scheduler in ("vllm-v1", "prefill-first"):
             return self.chunk_size or self.token_budget
         return None
+
+
+def _engine_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`data` with the engine fields the user left unset (or None) taken from its stack's
+    EngineDefaults, for the tier of its GPU's CUDA-visible memory, and the names filled.
+    The stack's limits come as a set with its scheduler: with another scheduler named, the
+    generic defaults apply (vllm-v0's prompt-sized budget, 256 sequences)."""
+    unset = {k for k in ENGINE_DEFAULTED if data.get(k) is None}
+    data = {k: v for k, v in data.items() if k not in unset}
+    stack = data.get("stack")
+    engine = get_stack(stack).engine if isinstance(stack, str) else None
+    if engine is None or data.get("scheduler", engine.scheduler) != engine.scheduler \
+            or not unset:
+        return data, ()
+    device = _device_of(data)
+    if device is None:
+        return data, ()
+    tier = engine.tier_for(device.name, cuda_total_bytes(device)[0])
+    values = {"scheduler": engine.scheduler, "max_batch": tier.max_seqs,
+              "max_batch_tokens": tier.max_batch_tokens}
+    filled = tuple(k for k in ENGINE_DEFAULTED if k in unset)
+    return {**data, **{k: values[k] for k in filled}}, filled
+
+
+def _device_of(data: dict[str, Any]) -> Device | None:
+    """The GPU named by `gpu` or `cluster` (None when neither or both: _resolve refuses)."""
+    gpu, cluster = data.get("gpu"), data.get("cluster")
+    if isinstance(gpu, str) and cluster is None:
+        return get_device(gpu)
+    if isinstance(cluster, str) and gpu is None:
+        return get_cluster(cluster, 1).device
+    return None
 
 
 def _divisors(n: int) -> list[int]:

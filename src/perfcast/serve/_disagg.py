@@ -40,7 +40,7 @@ from perfcast.errors import InputError
 from perfcast.ops import kv_bytes_per_token, state_bytes_per_sequence
 from perfcast.progress import current as current_progress
 from perfcast.serve._colocate import _run_shared, _View
-from perfcast.serve._config import ServeConfig
+from perfcast.serve._config import PAGED, ServeConfig
 from perfcast.serve._engine import (
     ARRIVAL,
     REPORT_EVERY,
@@ -55,7 +55,7 @@ from perfcast.specs import Link, ParallelPlan
 
 __all__ = ["DisaggResult", "POOL_KEYS", "PoolLayout", "simulate_disaggregated"]
 
-_PAGED = ("vllm-v0", "vllm-v1", "sarathi")
+_PAGED = PAGED  # decode pools take requests whose KV came from the prefill pool
 MAX_POOL_GPUS = 1_000_000  # as the API's MAX_GPUS: a typo's bound, not a modelling limit
 # Compact keys -> PoolLayout fields (the field names themselves are accepted too).
 POOL_KEYS = {"tp": "tp", "pp": "pp", "dp": "attention_dp", "ep": "ep", "moe_tp": "moe_tp",

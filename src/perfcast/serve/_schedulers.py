@@ -15,6 +15,10 @@ and KV pool (admissions, preemptions, the first step's KV growth) and returns th
   logical blocks, as vLLM v0's block manager, whose chunked prefill is Sarathi's), so later
   chunks need no blocks and only decode growth preempts; vLLM v1 (`allocate_slots`) allocates
   each chunk's blocks as it is scheduled.
+- prefill-first (SGLang): waiting and partly prefilled prompts first, in prefill-only steps
+  chunked to the budget (SGLang's chunked_prefill_size); a decode step of every running
+  sequence only when no prefill can run (SGLang's mixed chunks are off by default). KV is
+  allocated chunk by chunk, as in vllm-v1.
 - orca: iteration-level batching of whole prompts and decodes, KV reserved for a request's
   full length at admission (no preemption), no token budget beyond max_batch.
 - static: a batch of up to max_batch requests runs to completion before the next forms.
@@ -114,9 +118,14 @@ class Chunked:
         return n, rep.kv.blocks_for(done + n) - rep.kv.blocks_for(done)
 
     def schedule(self, rep: Replica, now_s: float) -> Plan:
-        req, kv, plan = self.req, rep.kv, Plan()
-        grow_decodes(rep, req, plan, swap=False, whole_prompt=self.whole_prompt)
-        budget = self.budget - rep.n_decode * self.decode_tokens
+        plan = Plan()
+        grow_decodes(rep, self.req, plan, swap=False, whole_prompt=self.whole_prompt)
+        self._prefill(rep, now_s, plan, self.budget - rep.n_decode * self.decode_tokens)
+        return plan
+
+    def _prefill(self, rep: Replica, now_s: float, plan: Plan, budget: int) -> None:
+        """Continuing prefill chunks, then new prompts, into `plan` within `budget` tokens."""
+        req, kv = self.req, rep.kv
         for rid in list(rep.prefilling):
             if budget <= 0:
                 break
@@ -144,11 +153,28 @@ class Chunked:
             admit(rep, req, rid, blocks, now_s, hit)
             plan.prefill.append((rid, n))
             budget -= n
+
+
+class PrefillFirst(Chunked):
+    """SGLang's default loop: a step of prefill chunks (continuing ones, then new prompts,
+    the last cut to fill the chunked-prefill budget) whenever one can be formed, with the
+    running decodes paused; otherwise a decode step of every running sequence. KV blocks
+    are taken chunk by chunk, as the prompt's tokens are written."""
+
+    def __init__(self, config: ServeConfig, req: Requests):
+        super().__init__(config, req)
+        self.whole_prompt = False
+
+    def schedule(self, rep: Replica, now_s: float) -> Plan:
+        plan = Plan()
+        self._prefill(rep, now_s, plan, self.budget)
+        if not plan.prefill:
+            grow_decodes(rep, self.req, plan, swap=False)
         return plan
 
 
 _KINDS = {"vllm-v0": VllmV0, "vllm-v1": Chunked, "sarathi": Chunked, "orca": Orca,
-          "static": Static}
+          "static": Static, "prefill-first": PrefillFirst}
 
 
 def make_scheduler(config: ServeConfig, req: Requests) -> Scheduler:

@@ -15,8 +15,8 @@ _EXPORTS = {
     "_model": ("LinearMixerSpec", "MLASpec", "ModelSpec", "MoESpec", "SparseAttentionSpec"),
     "_plan": ("ParallelPlan", "PipelineSchedule"),
     "_precision": ("Precision",),
-    "_stack": ("AttentionBackend", "GraphCapture", "HostModel", "KVBudget", "Stack",
-        "get_stack", "stack_names"),
+    "_stack": ("AttentionBackend", "BatchTier", "EngineDefaults", "GraphCapture", "HostModel",
+        "KVBudget", "Stack", "get_stack", "stack_names"),
     "_vision": ("VisionSpec",),
 }
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from perfcast.errors import InputError, close_matches, from_validation_error
 
-__all__ = ["AttentionBackend", "GraphCapture", "HostModel", "KVBudget", "Stack", "get_stack",
-           "stack_names"]
+__all__ = ["AttentionBackend", "BatchTier", "EngineDefaults", "GraphCapture", "HostModel",
+           "KVBudget", "Stack", "get_stack", "stack_names"]
 
 
 class AttentionBackend(StrEnum):
@@ -107,6 +107,48 @@ class HostModel(BaseModel):
         return v
 
 
+class BatchTier(BaseModel):
+    """One row of an engine's batching defaults: GPUs with at least `min_memory_gib` of
+    CUDA-visible memory (and no `exclude` substring in their name) get `max_batch_tokens`
+    tokens per step and at most `max_seqs` running sequences."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_memory_gib: float = Field(ge=0.0)
+    max_batch_tokens: int = Field(ge=1)
+    max_seqs: int = Field(ge=1)
+    exclude: tuple[str, ...] = ()
+
+
+class EngineDefaults(BaseModel):
+    """What a serving engine's scheduler does when its user sets nothing: the scheduler
+    perfcast models it with and its batching limits per GPU memory tier (the engines choose
+    them from the GPU they start on), each with the source line it follows."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheduler: Literal["vllm-v0", "vllm-v1", "sarathi", "orca", "static", "prefill-first"]
+    tiers: tuple[BatchTier, ...] = Field(min_length=1)
+    provenance: str = Field(min_length=1)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers_cover_every_gpu(cls, value: tuple[BatchTier, ...]) -> tuple[BatchTier, ...]:
+        if not any(t.min_memory_gib == 0 and not t.exclude for t in value):
+            raise ValueError("one tier must have min_memory_gib 0 and no exclusions, so every "
+                             "GPU gets a default")
+        return value
+
+    def tier_for(self, device_name: str, memory_bytes: float) -> BatchTier:
+        """The first tier (largest memory first) `device_name` with `memory_bytes` of
+        CUDA-visible memory qualifies for."""
+        gib, name = memory_bytes / 2**30, device_name.lower()
+        for tier in sorted(self.tiers, key=lambda t: -t.min_memory_gib):
+            if gib >= tier.min_memory_gib and not any(x in name for x in tier.exclude):
+                return tier
+        raise AssertionError("unreachable: the validator requires a catch-all tier")
+
+
 class Stack(BaseModel):
     """One software stack (see module docstring). Families absent from `kernel_sources`
     are priced with the `default` source (perfcast's shipped calibration)."""
@@ -131,6 +173,7 @@ class Stack(BaseModel):
     # as eager PyTorch launches it (perfcast.compose.EagerGraph)
     training_graph: Literal["megatron", "eager"] = "megatron"
     kv_budget: KVBudget = KVBudget.TOTAL  # what a serving engine's memory fraction covers
+    engine: EngineDefaults | None = None  # a serving engine's scheduler defaults
     # ZeRO-2/3 (FSDP) sharding inside pipeline stages: torchtitan's FSDP2 + PP does it;
     # Megatron-Core and DeepSpeed shard only the optimizer state across pipelines
     pipeline_sharding: bool = False

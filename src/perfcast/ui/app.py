@@ -37,7 +37,9 @@ from perfcast.ui._views import (
 
 DTYPES = ("bf16", "fp16", "fp8", "fp32")
 WEIGHT_DTYPES = ("same as dtype", "fp8", "int8", "int4")
-SCHEDULERS = ("vllm-v0", "vllm-v1", "sarathi", "orca", "static")
+STACK_DEFAULT = "the stack's engine"
+SCHEDULERS = (STACK_DEFAULT, "vllm-v0", "vllm-v1", "sarathi", "prefill-first", "orca",
+              "static")
 RECOMPUTE = ("none", "selective", "full")
 _HEIGHT = 380  # px: a breakdown's chart and table side by side
 # Sweepable options per command: option -> (type, default values).
@@ -93,7 +95,8 @@ def _serve_inputs() -> tuple[dict, dict, dict]:
                 "num_requests": _int("Requests to simulate", "num_requests", 100, hi=20_000),
                 "prompt_tokens": _int("Prompt tokens", "prompt_tokens", 512),
                 "output_tokens": _int("Output tokens", "output_tokens", 128)}
-    extra = {"scheduler": st.selectbox("Scheduler", SCHEDULERS, key="scheduler"),
+    scheduler = st.selectbox("Scheduler", SCHEDULERS, key="scheduler")
+    extra = {"scheduler": None if scheduler == STACK_DEFAULT else scheduler,
              **_precision()}
     return plan, workload, extra
 

@@ -11,11 +11,13 @@ on the random dataset with `--random-range-ratio 0.8` (lengths uniform in [0.8 L
 publish no recipe; they are replayed with their fixed isl/osl and the same request count.
 Both are stated assumptions, not fitted.
 
-Engine settings per backend are what those servers run by default (stated, not fitted):
-vLLM V1 and TensorRT-LLM in-flight batching mix (chunked) prefills into decode steps under
-one token budget (`vllm-v1`); SGLang runs waiting prefills first, in batches of their own
-up to its 8192-token chunked-prefill size, decodes pausing meanwhile (mixed chunks are off
-by default: `vllm-v0`-style); `max_batch` = the point's concurrency,
+Engine settings per backend are what those servers run by default (stated, not fitted),
+read from the backend stack's engine defaults (`perfcast.specs.Stack.engine`, the ones
+`perfcast serve --stack` uses): vLLM V1 and TensorRT-LLM in-flight batching mix (chunked)
+prefills into decode steps under one token budget (`vllm-v1`, 8192 tokens on these GPUs);
+SGLang runs waiting prompts first, in prefill-only steps chunked to its chunked-prefill
+size (8192 tokens on H100, 16384 on B200), decodes pausing meanwhile (mixed chunks are off
+by default: `prefill-first`); `max_batch` = the point's concurrency,
 and CPU scheduling overlapped with the GPU step (SGLang's and TensorRT-LLM's overlap
 schedulers, vLLM's async scheduling), so host time counts only where it exceeds the step.
 KV memory as each engine sizes it at its default fraction (0.9): of the CUDA total for vLLM
@@ -40,7 +42,7 @@ import pandas as pd
 from perfcast.compose import ServingStepModel
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
-from perfcast.specs import get_stack
+from perfcast.specs import cuda_total_bytes, get_device, get_stack
 from perfcast.validate._serving import (
     GRID_BATCH,
     kept_step_model,
@@ -49,10 +51,9 @@ from perfcast.validate._serving import (
     point_stack,
 )
 
-__all__ = ["BATCH_TOKEN_BUDGET", "RANGE_RATIO", "ROUNDS", "benchmark_lengths",
+__all__ = ["RANGE_RATIO", "ROUNDS", "benchmark_lengths",
            "cached_step_model", "engine_point", "engine_settings"]
 
-BATCH_TOKEN_BUDGET = 8192  # vLLM V1's default max_num_batched_tokens for online serving
 ROUNDS = 10  # requests per point = ROUNDS x concurrency (InferenceMAX's --num-prompts)
 RANGE_RATIO = 0.8  # InferenceMAX's --random-range-ratio: lengths uniform in [0.8 L, L]
 _RECIPE_SOURCE = "source_file=2026-04-06.csv"
@@ -61,18 +62,19 @@ _STEP_MODELS: OrderedDict[tuple, tuple[object, ServingStepModel]] = OrderedDict(
 
 def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
     """The ServeConfig fields every replay of a point shares (module docstring): model, GPU,
-    precision, scheduler, token budget and KV memory rule of its backend (the engine that
-    ran sized its KV cache, whichever tables price the kernels), overlapped host, context
-    limit, the stack pricing its kernels (`point_stack`)."""
-    prefill_first = point["backend"] == "sglang"
+    precision, the scheduler and token budget its backend's engine defaults to on that GPU
+    (`Stack.engine`, what `perfcast serve --stack <backend>` uses) and its KV memory rule
+    (the engine that ran sized its KV cache, whichever tables price the kernels), overlapped
+    host, context limit, the stack pricing its kernels (`point_stack`)."""
+    backend = get_stack(point["backend"])
+    device = get_device(point["device"])
+    tier = backend.engine.tier_for(device.name, cuda_total_bytes(device)[0])
     isl, osl = int(point["isl"]), int(point["osl"])
-    # prefill-first engines take whole prompts, a recompute-preempted one with its output
-    budget = max(BATCH_TOKEN_BUDGET, isl + osl if prefill_first else isl // 8)
-    return {"model": point["model"], "gpu": point["device"], "max_batch_tokens": budget,
-            "scheduler": "vllm-v0" if prefill_first else "vllm-v1",
+    return {"model": point["model"], "gpu": point["device"],
+            "max_batch_tokens": tier.max_batch_tokens, "scheduler": backend.engine.scheduler,
             "precision": point_precision(point), "host_overlap": True,
             "max_context": isl + osl, "stack": point_stack(point, stack),
-            "kv_budget": get_stack(point["backend"]).kv_budget}
+            "kv_budget": backend.kv_budget}
 
 
 def cached_step_model(config: ServeConfig, time_model: ExecutionTimeModel | None

@@ -33,8 +33,9 @@ PUBLIC = {
         "Target", "TargetValue", "builtin_scenarios", "format_value", "grade", "load_scenario",
         "parse_scenario", "run_scenario", "run_suite", "suite_markdown", "suite_summary"},
     "perfcast.specs": {
-        "AttentionBackend", "Cluster", "DType", "Device", "DiffusionPipelineSpec",
-        "GraphCapture", "HostModel", "KVBudget", "Link", "LinkKind", "LinearMixerSpec", "MLASpec",
+        "AttentionBackend", "BatchTier", "Cluster", "DType", "Device", "DiffusionPipelineSpec",
+        "EngineDefaults", "GraphCapture", "HostModel", "KVBudget", "Link", "LinkKind",
+        "LinearMixerSpec", "MLASpec",
         "MoESpec", "SparseAttentionSpec",
         "ModelSpec", "ParallelPlan", "PipelineSchedule", "Precision", "Stack",
         "TextEncoderConfig", "UNetConfig", "VAEConfig", "VisionSpec",

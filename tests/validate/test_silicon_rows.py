@@ -13,6 +13,7 @@ import pytest
 import typer.main
 
 from perfcast.api import ServeRequest
+from perfcast.api._base import resolve
 from perfcast.cli import app
 from perfcast.cli._common import cli_options
 from perfcast.validate._silicon import (
@@ -101,18 +102,19 @@ def test_expert_splits_and_wide_layouts_are_all_written():
 
 def test_coverage_says_which_rows_resolve_and_why_the_others_do_not():
     """Every deployment of the sample resolves, vLLM's DP without expert parallelism (experts
-    TP-split over tp x dp ranks, ParallelPlan.expert_tp) included, and all but ten fit the
-    memory planner (they all ran). The ten: SGLang DeepSeek-V3/R1 FP8 at TP4 on B200 with
-    8192-token prompts, whose command line leaves the token budget at the whole context, so
-    the planner reserves a 163,840-token prefill's workspace (SGLang chunks prefills); the
-    summary names that refusal."""
+    TP-split over tp x dp ranks, ParallelPlan.expert_tp) included, and every one fits the
+    memory planner (they all ran). Ten of them did not before the stacks' engine defaults:
+    SGLang DeepSeek-V3/R1 FP8 at TP4 on B200 with 8192-token prompts, whose command line
+    leaves the token budget unset; vllm-v0 then took the whole 163,840-token context as one
+    prefill's workspace, where SGLang chunks prefills at 16,384 tokens on a B200."""
     coverage = silicon_coverage(list(_deployments()))
     assert len(coverage) == len(_rows())
-    refused = coverage[~coverage["modelled"]]
-    assert len(refused) == 10 and set(refused["field"]) == {"gpu_memory_utilization"}
-    rows = _rows().set_index("id").loc[refused["row_id"]]
-    assert set(rows["backend"]) == {"sglang"} and set(rows["system"]) == {"b200_sxm"}
-    assert set(rows["isl"]) == {8192} and set(rows["tp_size"]) == {4}
+    assert coverage["modelled"].all(), coverage[~coverage["modelled"]].head()
     summary = coverage_summary(coverage)
-    assert summary["modelled"] == summary["rows"] - 10
-    assert [r["rows"] for r in summary["refused"]] == [10]
+    assert summary["modelled"] == summary["rows"] and summary["refused"] == []
+    sglang = [d for d in _deployments() if d.request.stack.stack == "sglang"
+              and d.request.hardware.gpu == "b200-sxm" and d.request.deployment.tp == 4
+              and d.request.model.name.startswith("deepseek")]
+    assert sglang
+    config = resolve(sglang[0].request).config
+    assert (config.scheduler, config.token_budget) == ("prefill-first", 16384)

@@ -47,15 +47,13 @@ def serve(
     replicas: Annotated[int, typer.Option(help="Replicas behind the router.")] = 1,
     dtype: Annotated[str, typer.Option(help="Activation (and weight) dtype.")] = "bf16",
     scheduler: Annotated[str | None, typer.Option(
-        help="vllm-v0, vllm-v1, sarathi, prefill-first, orca or static [default: the "
-        "stack's engine]", rich_help_panel=ENGINE)] = None,
+        help="Batch scheduler (default: the stack's).", rich_help_panel=ENGINE)] = None,
     max_batch: Annotated[int | None, typer.Option(
-        help="Max sequences per step [default: the stack's, else 256].",
-        rich_help_panel=ENGINE)] = None,
+        help="Max sequences per step.", rich_help_panel=ENGINE)] = None,
     max_batch_tokens: Annotated[int | None, typer.Option(
         help="Token budget per step.", rich_help_panel=ENGINE)] = None,
     chunk_size: Annotated[int | None, typer.Option(
-        help="Prefill chunk (sarathi/vllm-v1/prefill-first).", rich_help_panel=ENGINE)] = None,
+        help="Prefill chunk (chunking schedulers).", rich_help_panel=ENGINE)] = None,
     qps: Annotated[float | None, typer.Option(
         "--qps", "--request-rate", rich_help_panel=WORKLOAD,
         help="Mean arrival rate, req/s: open loop (vLLM's --request-rate).")] = None,

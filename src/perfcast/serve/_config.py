@@ -338,7 +338,9 @@ def _engine_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     """`data` with the engine fields the user left unset (or None) taken from its stack's
     EngineDefaults, for the tier of its GPU's CUDA-visible memory, and the names filled.
     The stack's limits come as a set with its scheduler: with another scheduler named, the
-    generic defaults apply (vllm-v0's prompt-sized budget, 256 sequences)."""
+    generic defaults apply (vllm-v0's prompt-sized budget, 256 sequences). With speculative
+    decoding a chunking scheduler's default sequences are capped at budget / (1 + spec_k),
+    so every running decode's verified tokens fit a step (ServeConfig refuses less)."""
     unset = {k for k in ENGINE_DEFAULTED if data.get(k) is None}
     data = {k: v for k, v in data.items() if k not in unset}
     stack = data.get("stack")
@@ -350,7 +352,11 @@ def _engine_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     if device is None:
         return data, ()
     tier = engine.tier_for(device.name, cuda_total_bytes(device)[0])
-    values = {"scheduler": engine.scheduler, "max_batch": tier.max_seqs,
+    budget = data.get("max_batch_tokens") or tier.max_batch_tokens
+    seqs = tier.max_seqs
+    if engine.scheduler in ("vllm-v1", "sarathi"):  # each running decode's verified tokens
+        seqs = min(seqs, budget // (1 + int(data.get("spec_k") or 0)))  # fit one step
+    values = {"scheduler": engine.scheduler, "max_batch": seqs,
               "max_batch_tokens": tier.max_batch_tokens}
     filled = tuple(k for k in ENGINE_DEFAULTED if k in unset)
     return {**data, **{k: values[k] for k in filled}}, filled

@@ -112,3 +112,22 @@ def test_checks_name_their_option(options, field):
     with pytest.raises(InputError) as err:
         run(ServeRequest.from_options(SMALL, **options))
     assert err.value.field == field
+
+
+def test_the_stack_engine_defaults_are_printed_with_their_source():
+    """`--stack sglang` on a B200 runs SGLang's scheduler at its chunked-prefill size for
+    that GPU; the result says which engine fields came from the stack, and from where; the
+    CLI and the API agree."""
+    options = {"gpu": "b200-sxm", "stack": "sglang", **SMALL}
+    out = _cli(options)
+    inputs = out["inputs"]
+    assert (inputs["scheduler"], inputs["max_batch"], inputs["max_batch_tokens"]) == (
+        "prefill-first", 2048, 16384)
+    assert inputs["engine_defaults"]["from_stack"] == ["scheduler", "max_batch",
+                                                       "max_batch_tokens"]
+    assert "chunked_prefill_size" in inputs["engine_defaults"]["provenance"]
+    request = ServeRequest.from_options(options)
+    assert _payload(request)["ttft_s"] == out["ttft_s"]
+    given = _cli({**options, "scheduler": "vllm-v1", "max_batch": 32})
+    assert (given["inputs"]["scheduler"], given["inputs"]["max_batch"]) == ("vllm-v1", 32)
+    assert "engine_defaults" not in given["inputs"]

@@ -32,3 +32,43 @@ def test_defaults_follow_the_schedulers():
     assert ServeConfig(**BASE, precision="fp16").precision.weights.value == "fp16"
     with pytest.raises(Exception):  # noqa: B017 - frozen
         ServeConfig(**BASE).tp = 2
+
+
+@pytest.mark.parametrize(("stack", "gpu", "expected"), [
+    # vLLM arg_utils.get_batch_defaults: >= 70 GiB but not A100 -> 8192 tokens, 1024 seqs
+    ("vllm", "h100-sxm", ("vllm-v1", 1024, 8192)),
+    ("vllm", "a100-sxm4-80gb", ("vllm-v1", 256, 2048)),
+    ("vllm", "l40s", ("vllm-v1", 256, 2048)),
+    # SGLang chunked_prefill_size: < 35 GiB 2048, < 160 GiB 8192, else 16384
+    ("sglang", "h200-sxm", ("prefill-first", 2048, 8192)),
+    ("sglang", "b200-sxm", ("prefill-first", 2048, 16384)),
+    ("trtllm", "h100-sxm", ("vllm-v1", 2048, 8192)),
+])
+def test_a_stack_engine_fills_what_the_user_left_unset(stack, gpu, expected):
+    config = ServeConfig(model="llama-2-7b", gpu=gpu, stack=stack)
+    assert (config.scheduler, config.max_batch, config.token_budget) == expected
+    assert config.engine_defaults["from_stack"] == ["scheduler", "max_batch",
+                                                    "max_batch_tokens"]
+    assert config.engine_defaults["provenance"]
+
+
+def test_what_the_user_gives_wins_over_the_stack_engine():
+    config = ServeConfig(model="llama-2-7b", gpu="h100-sxm", stack="vllm", max_batch=64)
+    assert (config.scheduler, config.max_batch, config.token_budget) == ("vllm-v1", 64, 8192)
+    assert config.engine_defaults["from_stack"] == ["scheduler", "max_batch_tokens"]
+    # another scheduler named: the generic defaults, not the stack's limits
+    other = ServeConfig(model="llama-2-7b", gpu="h100-sxm", stack="vllm", scheduler="sarathi")
+    assert (other.max_batch, other.token_budget, other.engine_defaults) == (256, 512, {})
+
+
+def test_without_a_stack_engine_the_generic_defaults_hold():
+    for stack in (None, "hf-transformers"):
+        config = ServeConfig(model="llama-2-7b", gpu="h100-sxm", stack=stack)
+        assert (config.scheduler, config.max_batch) == ("vllm-v0", 256)
+        assert config.engine_defaults == {}
+        assert config.token_budget >= config.context_limit
+
+
+def test_default_sequences_fit_a_speculative_step():
+    config = ServeConfig(model="llama-2-7b", gpu="h100-sxm", stack="trtllm", spec_k=4)
+    assert config.max_batch == 8192 // 5 and config.token_budget == 8192

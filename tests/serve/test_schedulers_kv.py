@@ -64,3 +64,29 @@ def test_sarathi_preempting_a_prefill_frees_its_whole_prompt():
     assert plan.preempted == 1 and plan.decode and not plan.prefill
     assert list(rep.waiting) == [1] and req.computed[1] == 0 and not rep.prefilling
     assert rep.kv.used == 3  # r0's 2 blocks and the one its next token opens
+
+
+def test_prefill_first_runs_prefill_chunks_before_any_decode():
+    """SGLang's loop: while a prompt is prefilling or waiting, steps are prefill-only (the
+    running decodes pause), chunked to the budget, KV taken chunk by chunk; then a decode
+    step of everyone."""
+    sched, rep, req = _replica("prefill-first", 1000, [100, 700], [10, 10])
+    plan = sched.schedule(rep, 0.0)
+    assert plan.prefill == [(0, 100), (1, 412)] and not plan.decode
+    assert rep.kv.used == 7 + 26  # 100 and 412 tokens in 16-token blocks
+    _run(rep, req, plan)
+    plan = sched.schedule(rep, 1.0)  # r0 decodes in v1; here it waits for r1's last chunk
+    assert plan.prefill == [(1, 288)] and not plan.decode
+    _run(rep, req, plan)
+    plan = sched.schedule(rep, 2.0)
+    assert plan.prefill == [] and plan.decode
+
+
+def test_prefill_first_never_exceeds_its_budget():
+    for prompts in ([3000], [40, 600, 90, 5000], [512, 512, 1]):
+        sched, rep, req = _replica("prefill-first", 4000, prompts, [4] * len(prompts))
+        for step in range(20):
+            plan = sched.schedule(rep, float(step))
+            assert sum(n for _, n in plan.prefill) <= 512
+            assert not (plan.prefill and plan.decode)
+            _run(rep, req, plan, end_s=float(step))

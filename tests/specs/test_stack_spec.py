@@ -58,3 +58,24 @@ def test_an_old_host_entry_without_the_new_fields_still_loads():
     """Stack files written before generate_s and spread existed load with their defaults."""
     host = HostModel(op_dispatch_s=8e-6, step_s=0.0, reference_cpu="x", provenance="y")
     assert host.generate_s == 0.0 and host.spread == (1.0, 1.0)
+
+
+def test_every_serving_engine_stack_has_engine_defaults_with_a_source():
+    for name in stack_names():
+        stack = get_stack(name)
+        assert (stack.engine is not None) == stack.serving_engine, name
+        if stack.engine is not None:
+            assert stack.engine.provenance
+            assert stack.engine.tier_for("any-gpu", 0.0).min_memory_gib == 0
+
+
+def test_engine_defaults_need_a_tier_for_every_gpu():
+    from perfcast.specs import EngineDefaults
+
+    tier = {"min_memory_gib": 70, "max_batch_tokens": 8192, "max_seqs": 1024}
+    with pytest.raises(ValidationError, match="min_memory_gib 0"):
+        EngineDefaults(scheduler="vllm-v1", tiers=[tier], provenance="x")
+    ok = EngineDefaults(scheduler="vllm-v1", provenance="x", tiers=[
+        {**tier, "exclude": ["a100"]}, {**tier, "min_memory_gib": 0, "max_batch_tokens": 2048}])
+    assert ok.tier_for("a100-sxm4-80gb", 80 * 2**30).max_batch_tokens == 2048
+    assert ok.tier_for("h100-sxm", 80 * 2**30).max_batch_tokens == 8192

@@ -157,6 +157,7 @@ def stacks(name: Annotated[str | None, typer.Argument(help="One stack: its kerne
     chosen = [get_stack(name)] if name is not None else [get_stack(n) for n in stack_names()]
     rows = [{**s.card(), "description": s.description, "host": s.host.model_dump(),
              "kv_budget": s.kv_budget.value, "families": stack_families(s),
+             "engine": None if s.engine is None else s.engine.model_dump(mode="json"),
              "provenance": s.provenance} for s in chosen]
     emit(fmt, lambda: {"stacks": rows}, lambda: _print_stacks(rows, detail=name is not None))
 
@@ -176,7 +177,15 @@ def _print_stacks(rows: list[dict], detail: bool) -> None:
         for fam, e in row["families"].items():
             table.add_row(fam, e["status"], str(e["kernel_source"]),
                           ", ".join(e["devices"]) or "-", e.get("note", ""))
-        new_console().print(table)
+        console = new_console()
+        console.print(table)
+        if row["engine"] is not None:
+            tiers = "; ".join(f">= {t['min_memory_gib']:g} GiB"
+                              + (f" (not {', '.join(t['exclude'])})" if t["exclude"] else "")
+                              + f": {t['max_batch_tokens']} tokens, {t['max_seqs']} sequences"
+                              for t in row["engine"]["tiers"])
+            console.print(f"serving engine defaults: {row['engine']['scheduler']}; {tiers}. "
+                          f"Source: {row['engine']['provenance']}")
         return
     table = Table(title="Software stacks: per kernel family M measured on the stack's own "
                         "kernels, B borrowed from another stack's, R roofline-only "

@@ -113,8 +113,8 @@ class ServeEngine(Group):
     """The engine's scheduler, router, batching limits, KV cache and collectives."""
 
     scheduler: str | None = Field(None, description="vllm-v0, vllm-v1, sarathi, prefill-first, "
-                                  "orca or static; default: the stack's engine (vllm, trtllm: "
-                                  "vllm-v1; sglang: prefill-first; others: vllm-v0).")
+                                  "orca or static; default: the stack's engine (`perfcast "
+                                  "stacks NAME`), else vllm-v0.")
     router: str = Field("round-robin", description="round-robin, least-outstanding or least-kv.")
     max_batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="Max sequences per "
                                   "step; default: the stack engine's for this GPU, else 256.")

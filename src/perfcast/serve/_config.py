@@ -36,7 +36,6 @@ from perfcast.specs import (
     ParallelPlan,
     Precision,
     cluster_for,
-    cuda_total_bytes,
     get_cluster,
     get_device,
     get_model,
@@ -52,6 +51,8 @@ PAGED = ("vllm-v0", "vllm-v1", "sarathi", "prefill-first")
 # Engine fields a stack's EngineDefaults fills when the user leaves them unset
 ENGINE_DEFAULTED = ("scheduler", "max_batch", "max_batch_tokens")
 GENERIC_SCHEDULER, GENERIC_MAX_BATCH = "vllm-v0", 256  # without a stack's engine defaults
+# Schedulers whose one token budget holds every running decode's tokens as well as prefills
+DECODES_IN_BUDGET = ("vllm-v1", "sarathi")
 # Kernel models serving prices with: the roofline is left out (`perfcast infer` has it), as
 # serving's step grids, draft models and pools were validated against measured kernels only.
 SERVE_KERNEL_MODELS = ("calibrated", "learned")
@@ -188,7 +189,7 @@ class ServeConfig(BaseModel):
         self.plan.check(model)
         self._resolved = (model, cluster)
         budget, seqs = self.token_budget, self.max_batch * (1 + self.spec_k)
-        if self.scheduler in ("vllm-v1", "sarathi") and budget < seqs:
+        if self.scheduler in DECODES_IN_BUDGET and budget < seqs:
             field = "chunk_size" if self.scheduler == "sarathi" else "max_batch_tokens"
             raise InputError(field, f"token budget {budget} must be >= max_batch x (1 + "
                              f"spec_k) = {seqs} so every running decode fits a step",
@@ -327,9 +328,7 @@ class ServeConfig(BaseModel):
     @property
     def prefill_chunk(self) -> int | None:
         """Largest prefill chunk per request per step (None: whole prompts)."""
-        if self.scheduler == "sarathi":
-            return self.chunk_size or self.token_budget
-        if self.scheduler in ("vllm-v1", "prefill-first"):
+        if self.scheduler in ("sarathi", "vllm-v1", "prefill-first"):
             return self.chunk_size or self.token_budget
         return None
 
@@ -351,10 +350,10 @@ def _engine_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, .
     device = _device_of(data)
     if device is None:
         return data, ()
-    tier = engine.tier_for(device.name, cuda_total_bytes(device)[0])
+    tier = engine.tier_on(device)
     budget = data.get("max_batch_tokens") or tier.max_batch_tokens
     seqs = tier.max_seqs
-    if engine.scheduler in ("vllm-v1", "sarathi"):  # each running decode's verified tokens
+    if engine.scheduler in DECODES_IN_BUDGET:  # each running decode's verified tokens
         seqs = min(seqs, budget // (1 + int(data.get("spec_k") or 0)))  # fit one step
     values = {"scheduler": engine.scheduler, "max_batch": seqs,
               "max_batch_tokens": tier.max_batch_tokens}

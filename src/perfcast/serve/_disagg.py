@@ -55,7 +55,6 @@ from perfcast.specs import Link, ParallelPlan
 
 __all__ = ["DisaggResult", "POOL_KEYS", "PoolLayout", "simulate_disaggregated"]
 
-_PAGED = PAGED  # decode pools take requests whose KV came from the prefill pool
 MAX_POOL_GPUS = 1_000_000  # as the API's MAX_GPUS: a typo's bound, not a modelling limit
 # Compact keys -> PoolLayout fields (the field names themselves are accepted too).
 POOL_KEYS = {"tp": "tp", "pp": "pp", "dp": "attention_dp", "ep": "ep", "moe_tp": "moe_tp",
@@ -220,9 +219,9 @@ def _check(prefill: ServeConfig, decode: ServeConfig, workload: Workload) -> Non
     if prefill.model_spec.name != decode.model_spec.name:
         raise InputError("decode", f"the pools serve different models ({prefill.model_spec.name}"
                          f" and {decode.model_spec.name})", "the same model")
-    if decode.scheduler not in _PAGED:
+    if decode.scheduler not in PAGED:  # a decode pool takes KV computed elsewhere
         raise InputError("decode.scheduler", f"{decode.scheduler!r} cannot take requests "
-                         "whose KV was computed elsewhere", _PAGED)
+                         "whose KV was computed elsewhere", PAGED)
     if workload.has_sessions:
         raise InputError("workload", "disaggregated runs take requests without sessions "
                          "(chats are not modelled across pools)")

@@ -159,11 +159,8 @@ class PrefillFirst(Chunked):
     """SGLang's default loop: a step of prefill chunks (continuing ones, then new prompts,
     the last cut to fill the chunked-prefill budget) whenever one can be formed, with the
     running decodes paused; otherwise a decode step of every running sequence. KV blocks
-    are taken chunk by chunk, as the prompt's tokens are written."""
-
-    def __init__(self, config: ServeConfig, req: Requests):
-        super().__init__(config, req)
-        self.whole_prompt = False
+    are taken chunk by chunk, as the prompt's tokens are written (`whole_prompt` is
+    Sarathi's alone)."""
 
     def schedule(self, rep: Replica, now_s: float) -> Plan:
         plan = Plan()

@@ -19,6 +19,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from perfcast.errors import InputError, close_matches, from_validation_error
+from perfcast.specs._device import Device
+from perfcast.specs._memory import cuda_total_bytes
 
 __all__ = ["AttentionBackend", "BatchTier", "EngineDefaults", "GraphCapture", "HostModel",
            "KVBudget", "Stack", "get_stack", "stack_names"]
@@ -147,6 +149,10 @@ class EngineDefaults(BaseModel):
             if gib >= tier.min_memory_gib and not any(x in name for x in tier.exclude):
                 return tier
         raise AssertionError("unreachable: the validator requires a catch-all tier")
+
+    def tier_on(self, device: Device) -> BatchTier:
+        """`device`'s tier, by the memory the engine sees at start-up (the CUDA total)."""
+        return self.tier_for(device.name, cuda_total_bytes(device)[0])
 
 
 class Stack(BaseModel):

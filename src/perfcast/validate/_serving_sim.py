@@ -42,7 +42,7 @@ import pandas as pd
 from perfcast.compose import ServingStepModel
 from perfcast.kernels import ExecutionTimeModel
 from perfcast.serve import ServeConfig, make_workload, simulate, step_model_for
-from perfcast.specs import cuda_total_bytes, get_device, get_stack
+from perfcast.specs import get_device, get_stack
 from perfcast.validate._serving import (
     GRID_BATCH,
     kept_step_model,
@@ -67,8 +67,7 @@ def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
     (the engine that ran sized its KV cache, whichever tables price the kernels), overlapped
     host, context limit, the stack pricing its kernels (`point_stack`)."""
     backend = get_stack(point["backend"])
-    device = get_device(point["device"])
-    tier = backend.engine.tier_for(device.name, cuda_total_bytes(device)[0])
+    tier = backend.engine.tier_on(get_device(point["device"]))
     isl, osl = int(point["isl"]), int(point["osl"])
     return {"model": point["model"], "gpu": point["device"],
             "max_batch_tokens": tier.max_batch_tokens, "scheduler": backend.engine.scheduler,

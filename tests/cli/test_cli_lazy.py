@@ -128,3 +128,15 @@ def test_an_unknown_name_is_no_command(name):
     known = name in {entry.name for entry in COMMANDS}
     assert (name in group.commands) == known
     assert (group.get_command(_click.Context(group), name) is None) == (not known)
+
+
+@pytest.mark.parametrize("args", [
+    ("infer", "--model", "llama-2-7b", "--gpu", "h100-sxm", "--json"),
+    ("serve", "--model", "llama-2-7b", "--gpu", "a100-sxm4-80gb", "--qps", "1",
+     "--num-requests", "4", "--json")], ids=lambda a: a[0])
+def test_a_forecast_does_not_load_scipy_spatial(args):
+    """The target-measured residuals' nearest shapes are searched directly for the batches a
+    forecast prices: the KD-tree (scipy.spatial, ~0.5 s to import) waits for large batches."""
+    modules = _modules_after(*args)
+    assert "perfcast.kernels._residual" in modules  # the probe priced kernels
+    assert "scipy.spatial" not in modules

@@ -6,7 +6,6 @@ device's own corrections fitted on a sample of its measurements)."""
 
 from __future__ import annotations
 
-import gc
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -18,6 +17,7 @@ import pandas as pd
 
 from perfcast.errors import InputError, parse_user_json, read_user_text
 from perfcast.kernels._fit import fit_family
+from perfcast.kernels._json_cache import read_json_data
 from perfcast.kernels._physics import (
     TENSOR_DONORS,
     FamilyParams,
@@ -122,7 +122,11 @@ class Calibration:
 
     @classmethod
     def from_json(cls, text: str) -> Calibration:
-        data = json.loads(text)
+        return cls.from_data(json.loads(text))
+
+    @classmethod
+    def from_data(cls, data: dict) -> Calibration:
+        """From the parsed JSON document (matrices may be numpy arrays: `read_json_data`)."""
         if data.get("schema_version") != SCHEMA_VERSION:
             raise InputError("calibration.schema_version",
                              f"got {data.get('schema_version')!r}", str(SCHEMA_VERSION))
@@ -474,16 +478,7 @@ def kernel_source(name: str) -> KernelSource:
 @cache
 def _load_shipped(name: str) -> Calibration:
     path = resources.files("perfcast.kernels") / "data" / KERNEL_SOURCES[name].calibration_file
-    text = path.read_text()
-    # The 15 MB JSON makes ~10^6 dicts and lists, none of them in a cycle: the collections
-    # their allocation would trigger find nothing (~1/3 of the parse time at start-up).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return Calibration.from_json(text)
-    finally:
-        if collecting:
-            gc.enable()
+    return Calibration.from_data(read_json_data(path))
 
 
 def shipped_calibration(source: str = "default") -> Calibration:

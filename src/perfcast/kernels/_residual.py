@@ -16,7 +16,7 @@ import pandas as pd
 
 from perfcast.kernels._moe import MOE_FAMILY, moe_loads
 
-__all__ = ["NeighbourResidual", "ResidualGrid", "regime_bins"]
+__all__ = ["NeighbourResidual", "ResidualGrid", "nearest", "regime_bins"]
 
 # (scope, dims of (balance, size, occupancy, depth)): main effects, then pairs, then the full
 # cell, first shared by all kernel variants (so a variant never measured still gets them), then
@@ -144,10 +144,13 @@ class ResidualGrid:
                 if not table:
                     levels[name] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=float))
                     continue
-                split = [key.rpartition("|") for key in table]
-                cells = [cell for _, _, cell in split]
+                if level[0] == "variant":
+                    split = [key.rpartition("|") for key in table]
+                    cells = [cell for _, _, cell in split]
+                else:
+                    cells = list(table)
                 width = cells[0].count(",") + 1
-                flat = np.array(",".join(cells).split(","), dtype=np.int64)
+                flat = np.fromstring(",".join(cells), dtype=np.int64, sep=",")  # C-level parse
                 packed = _pack(flat.reshape(len(cells), width), tuple(range(width)))
                 if level[0] == "variant":
                     ids = [variants.setdefault(v, len(variants)) for v, _, _ in split]
@@ -198,25 +201,30 @@ class NeighbourResidual:
         return cls(points=out)
 
     def correction(self, ops: pd.DataFrame, keys: np.ndarray) -> np.ndarray:
-        from scipy.spatial import cKDTree
-
         out = np.zeros(len(ops))
         coords = _log_shape(ops)
         for key in set(keys):
             pts = self.points.get(key)
             if pts is None or not len(pts):
                 continue
-            if key not in self._trees:
-                self._trees[key] = cKDTree(pts[:, :3])
-            tree = self._trees[key]
             sel = keys == key
-            k = min(self.neighbours, len(pts))
-            dist, idx = tree.query(coords[sel], k=k)
-            dist, idx = dist.reshape(sel.sum(), k), idx.reshape(sel.sum(), k)
+            dist, idx = self._nearest(key, coords[sel], min(self.neighbours, len(pts)))
             w = 1.0 / (dist + 0.25) ** 2
             prior = 1.0 / (self.prior_distance + 0.25) ** 2
             out[sel] = (w * pts[idx, 3]).sum(axis=1) / (w.sum(axis=1) + prior)
         return out
+
+    def _nearest(self, key: str, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """`nearest` over the variant's samples: directly for small batches (no scipy import
+        on a command's start-up), through a KD-tree's candidates for large ones."""
+        pts = self.points[key][:, :3]
+        if len(queries) * len(pts) <= _DIRECT_PAIRS:
+            return nearest(pts, queries, k)
+        if key not in self._trees:
+            from scipy.spatial import cKDTree  # ~0.5 s to import: large batches only
+
+            self._trees[key] = cKDTree(pts)
+        return nearest(pts, queries, k, self._trees[key])
 
     def __eq__(self, other: object) -> bool:  # arrays compare elementwise: compare values
         return isinstance(other, NeighbourResidual) and self.to_dict() == other.to_dict()
@@ -228,6 +236,60 @@ class NeighbourResidual:
     @classmethod
     def from_dict(cls, data: dict) -> NeighbourResidual:
         return cls(**data)
+
+
+_DIRECT_PAIRS = 1 << 23  # query x sample pairs up to which no KD-tree is built (~0.1 s)
+_CHUNK_PAIRS = 1 << 20  # pairs whose distances are held at once
+_SPARE = 8  # candidates beyond k proposed per query, so that ties at the k-th are all seen
+_SLACK = 1e-6  # squared-distance margin under which a candidate set counts as possibly short
+
+
+def nearest(pts: np.ndarray, queries: np.ndarray, k: int, tree: object | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(distances, indices), each (len(queries), k): every query's k nearest rows of `pts` in
+    Euclidean distance, ordered by (distance, index) — one answer however they are found.
+    Candidates (k + _SPARE per query) come from `tree` (a scipy cKDTree over `pts`) or from
+    approximate distances to every row; they are ranked here on exact distances, and a query
+    whose k-th might tie or beat a row outside its candidates is ranked over every row."""
+    m = min(k + _SPARE, len(pts))
+    if tree is None:
+        parts = [_candidates(pts, queries[i:i + _chunk(pts)], m)
+                 for i in range(0, len(queries), _chunk(pts))]
+        cand = np.concatenate(parts) if parts else np.zeros((0, m), dtype=np.intp)
+    else:
+        cand = tree.query(queries, k=m)[1].reshape(len(queries), m)
+    dist, idx = _ranked(pts, queries, cand, m)
+    dist, idx, kth, last = dist[:, :k].copy(), idx[:, :k].copy(), dist[:, k - 1], dist[:, -1]
+    if m < len(pts):
+        unsure = np.flatnonzero(last ** 2 <= kth ** 2 + _SLACK)
+        for i in range(0, len(unsure), _chunk(pts)):
+            rows = unsure[i:i + _chunk(pts)]
+            every = np.broadcast_to(np.arange(len(pts)), (len(rows), len(pts)))
+            dist[rows], idx[rows] = _ranked(pts, queries[rows], every, k)
+    return dist, idx
+
+
+def _chunk(pts: np.ndarray) -> int:
+    return max(1, _CHUNK_PAIRS // len(pts))
+
+
+def _candidates(pts: np.ndarray, queries: np.ndarray, m: int) -> np.ndarray:
+    """Indices of each query's m nearest rows by |q|² - 2 q·p + |p|² (rounding ~1e-12, far
+    under _SLACK), unordered."""
+    if m == len(pts):
+        return np.broadcast_to(np.arange(len(pts)), (len(queries), len(pts)))
+    d2 = (queries ** 2).sum(axis=1)[:, None] - 2.0 * queries @ pts.T
+    d2 += (pts ** 2).sum(axis=1)[None, :]
+    return np.argpartition(d2, m - 1, axis=1)[:, :m]
+
+
+def _ranked(pts: np.ndarray, queries: np.ndarray, cand: np.ndarray, k: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The k best of each query's candidate rows by (distance, index)."""
+    diff = pts[cand] - queries[:, None, :]
+    dist = np.sqrt(np.einsum("qcd,qcd->qc", diff, diff))
+    order = np.lexsort((cand, dist), axis=-1)[:, :k]
+    return np.take_along_axis(dist, order, 1), np.take_along_axis(cand, order, 1)
 
 
 def _log_shape(ops: pd.DataFrame) -> np.ndarray:

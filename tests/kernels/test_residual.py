@@ -46,6 +46,24 @@ def test_fit_is_the_definition(seed, rows, n_variants, spread):
         assert list(table) == sorted(table)  # the JSON's order, as before
 
 
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.booleans())
+def test_correction_is_the_sum_of_each_level_s_cell(seed, rows, piped):
+    """A grid's correction is, per row, the sum over levels of the value under the row's cell
+    name (0 where none): the compiled integer tables read the string keys exactly, variant
+    names with '|' included."""
+    rng = np.random.default_rng(seed)
+    bins = rng.integers(-3, 4, (rows, 4))
+    names = ["gemm|fp8", "attn/bf16"] if piped else ["gemm/bf16", "attn/bf16"]
+    variants = rng.choice(names, rows).astype(object)
+    grid = ResidualGrid.fit(bins, variants, rng.normal(0.0, 0.3, rows), min_rows=1)
+    query = rng.integers(-4, 5, (50, 4))
+    query_variants = rng.choice([*names, "moe/fp4"], 50).astype(object)
+    want = sum(np.array([grid.cells[_level_name(level)].get(k, 0.0)
+                         for k in _keys(query, query_variants, level)]) for level in _LEVELS)
+    np.testing.assert_allclose(grid.correction(query, query_variants), want, rtol=0,
+                               atol=1e-12)
+
+
 def _by_definition(pts, queries, k):
     """Each query's k nearest rows by (distance, index), one query at a time."""
     out_d, out_i = [], []

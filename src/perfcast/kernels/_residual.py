@@ -144,16 +144,18 @@ class ResidualGrid:
                 if not table:
                     levels[name] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=float))
                     continue
-                if level[0] == "variant":
-                    split = [key.rpartition("|") for key in table]
-                    cells = [cell for _, _, cell in split]
+                if level[0] == "variant":  # "<variant>|<bins>", split in one C-level pass
+                    parts = "|".join(table).split("|")
+                    if len(parts) != 2 * len(table):  # a variant named with '|'
+                        parts = [p for key in table for p in key.rpartition("|")[::2]]
+                    names, cells = parts[::2], parts[1::2]
                 else:
                     cells = list(table)
                 width = cells[0].count(",") + 1
                 flat = np.fromstring(",".join(cells), dtype=np.int64, sep=",")  # C-level parse
                 packed = _pack(flat.reshape(len(cells), width), tuple(range(width)))
                 if level[0] == "variant":
-                    ids = [variants.setdefault(v, len(variants)) for v, _, _ in split]
+                    ids = [variants.setdefault(v, len(variants)) for v in names]
                     packed = packed | (np.array(ids, dtype=np.int64) << _VARIANT_SHIFT)
                 values = np.fromiter(table.values(), dtype=float, count=len(table))
                 order = np.argsort(packed)

@@ -81,21 +81,26 @@ def _write(folder: Path, copy: Path, data: Any) -> None:
         skeleton = _pack(data, floats, names)
     except ValueError:  # a document the packing cannot represent: no copy, parse each time
         return
+    head = json.dumps({"names": len(names), "root": skeleton}).encode()
+    tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=copy.stem, suffix=".tmp")
         with os.fdopen(fd, "wb") as out:
-            head = json.dumps({"names": len(names), "root": skeleton}).encode()
             np.savez(out, skeleton=np.frombuffer(head, np.uint8),
                      floats=np.asarray(floats, dtype=np.float64),
                      names=np.frombuffer(_SEP.join(names).encode(), np.uint8))
-        os.replace(tmp, copy)
+        os.replace(tmp, copy)  # atomic: a reader sees the whole copy or none
+        tmp = None
         stem = copy.name.rsplit("-", 2)[0]
         for old in folder.glob(f"{stem}-*.npz"):  # copies of earlier versions of the file
             if old != copy and old.name.rsplit("-", 2)[0] == stem:
                 old.unlink(missing_ok=True)
     except OSError:
         return
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def _pack(node: Any, floats: list[float], names: list[str]) -> Any:

@@ -58,6 +58,15 @@ def test_a_command_imports_its_own_module_only():
     assert [m for m in COMMAND_MODULES if m in modules] == ["perfcast.cli._infer"]
 
 
+def test_infer_help_loads_no_pricing_layer():
+    """`infer --help` is drawn from the request's fields: the kernel, comm and compose
+    layers (pandas, ~0.6 s) load only when a request runs."""
+    modules = _modules_after("infer", "--help")
+    assert "perfcast.api._infer" in modules
+    assert not [m for m in ("pandas", "scipy", "perfcast.kernels._calibration",
+                            "perfcast.compose._step") if m in modules]
+
+
 @pytest.mark.parametrize("entry", COMMANDS, ids=lambda entry: entry.name)
 def test_every_listed_command_loads_and_shows_its_help(entry):
     res = runner.invoke(app, [entry.name, "--help"], env={"COLUMNS": "100"})

@@ -10,23 +10,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError, model_validator
 
 from perfcast.api._base import Group
-from perfcast.comm import CollectiveModel, CustomAllReduce, default_collective_model
 from perfcast.errors import InputError, from_validation_error, read_user_json
-from perfcast.kernels import (
-    Calibration,
-    PhysicsModel,
-    RooflineModel,
-    default_time_model,
-    shipped_calibration,
-)
-from perfcast.kernels._learned import LearnedTimeModel, learned_time_model, shipped_learned
-from perfcast.kernels._stack import family_provenance, stack_kernel_model
-from perfcast.kernels._target import CALIBRATED
 from perfcast.specs import (
     Cluster,
     Device,
@@ -41,7 +30,11 @@ from perfcast.specs import (
     parse_dtype,
     stack_names,
 )
-from perfcast.train import STACKS as FACTOR_STACKS
+
+if TYPE_CHECKING:  # the kernel and comm layers (pandas) load when a request resolves, so
+    # that a command's --help does not wait for them
+    from perfcast.comm import CollectiveModel
+    from perfcast.kernels import Calibration
 
 __all__ = ["ACTIVATION_QUANT", "DEFAULT_STACKS", "KERNEL_MODELS", "Hardware", "KernelChoice",
            "EngineStackChoice", "ModelChoice", "PrecisionChoice", "ServingPrecision", "StackChoice",
@@ -132,6 +125,8 @@ class StackChoice(Group):
                               "(serving: trtllm, step: hf-transformers, train: megatron-core).")
 
     def spec(self, command: str) -> Stack:
+        from perfcast.train import STACKS as FACTOR_STACKS
+
         stack = get_stack(self.stack if self.stack is not None else default_stack(command))
         if command != "train" and FACTOR_STACKS.get(stack.name) is not None:
             raise InputError("stack", f"{stack.name}'s kernel-time factors are fitted on its "
@@ -185,6 +180,8 @@ class KernelChoice(Group):
                                    self.force_calibration)
         if stack is None:
             return model, info
+        from perfcast.kernels._stack import family_provenance, stack_kernel_model
+
         user = _user_families(model, device) if self.calibration else frozenset()
         model = stack_kernel_model(stack, model, user)
         info["stack"] = stack.name
@@ -197,6 +194,8 @@ class KernelChoice(Group):
 def _user_families(model, device: Device | None) -> frozenset[str]:
     """Families a user calibration measured on the device: priced from it, whatever the
     stack's source or kernel model (a measurement of the target beats any shipped table)."""
+    from perfcast.kernels._learned import LearnedTimeModel
+
     if device is None:
         return frozenset()
     if isinstance(model, LearnedTimeModel):
@@ -210,6 +209,14 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
     """The kernel time model a command forecasts with, and a description of it (with the
     calibration tier it prices `device` in, when one is given, and what a user calibration
     changed)."""
+    from perfcast.kernels import (
+        PhysicsModel,
+        RooflineModel,
+        default_time_model,
+        shipped_calibration,
+    )
+    from perfcast.kernels._learned import LearnedTimeModel, learned_time_model, shipped_learned
+
     if name not in KERNEL_MODELS:
         raise InputError("kernel_model", f"unknown model {name!r}", KERNEL_MODELS)
     if name == "roofline":
@@ -237,6 +244,8 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
 def _load_calibration(path: str) -> Calibration:
     """`Calibration.load`, remembered per version of the file (its path, size and
     modification time): a host-speed fit forecasts dozens of steps with one file."""
+    from perfcast.kernels import Calibration
+
     try:
         st = Path(path).stat()
     except OSError:  # Calibration.load says what is wrong with the path
@@ -246,6 +255,8 @@ def _load_calibration(path: str) -> Calibration:
 
 @lru_cache(maxsize=8)
 def _load_version(path: str, size: int, mtime_ns: int) -> Calibration:
+    from perfcast.kernels import Calibration
+
     return Calibration.load(path)
 
 
@@ -288,6 +299,8 @@ def calibration_summary(own: Calibration, device: Device | None) -> dict[str, An
     corrections it applies, those its check kept shipped, the stack it records, and
     warnings (a file from before graph timing, whose GPU kernel times include launch
     latency; a file that records no stack)."""
+    from perfcast.kernels._target import CALIBRATED
+
     prov = own.provenance
     checks = prov.get("checks", [])
     out: dict[str, Any] = {
@@ -320,6 +333,8 @@ def calibration_summary(own: Calibration, device: Device | None) -> dict[str, An
 def collective_model() -> CollectiveModel:
     """The collective model training forecasts (`step`, `train`) price with: NCCL's
     algorithm choice over the cluster's levels, fitted on measured NCCL (`perfcast.comm`)."""
+    from perfcast.comm import default_collective_model
+
     return default_collective_model()
 
 
@@ -327,6 +342,8 @@ def serving_collective_model() -> CollectiveModel:
     """The TP all-reduce of an inference engine (`infer`, `rag`; `serve --allreduce custom`,
     its default): the engines' one-shot kernel where it beats the ring (vLLM/TensorRT-LLM
     custom all-reduce), so one request priced by `infer` and by `serve` agree."""
+    from perfcast.comm import CustomAllReduce
+
     return CustomAllReduce()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -21,12 +21,14 @@ from perfcast.api._choices import (
 )
 from perfcast.api._engine_host import EngineHost, engine_host
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
-from perfcast.comm import CollectiveModel
-from perfcast.compose import HOST_PROFILES, Execution, InferenceForecast, forecast_inference
+from perfcast.compose import HOST_PROFILES, Execution
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel
-from perfcast.ops import eager_batch_ops
 from perfcast.specs import Cluster, ModelSpec, ParallelPlan, Precision, Stack
+
+if TYPE_CHECKING:  # the pricing layers (pandas) load when a request runs, not for --help
+    from perfcast.comm import CollectiveModel
+    from perfcast.compose import InferenceForecast
+    from perfcast.kernels import ExecutionTimeModel
 
 __all__ = ["InferEngine", "InferPlan", "InferRequest", "InferResult", "InferWorkload",
            "ResolvedInfer", "inference_plan"]
@@ -153,6 +155,8 @@ class InferResult:
 
 
 def execute_infer(r: ResolvedInfer) -> InferResult:
+    from perfcast.compose import forecast_inference
+
     w, h = r.request.workload, r.host
     forecast = forecast_inference(
         r.model, r.machines, batch=w.batch, prompt_tokens=w.prompt_tokens,
@@ -189,6 +193,8 @@ def _eager_graph(r: ResolvedInfer):
         raise InputError("stack", f"{r.stack.name} (generate()'s eager graph) is modelled "
                          "without context parallelism or images", "a serving stack: "
                          "trtllm, vllm or sglang")
+    from perfcast.ops import eager_batch_ops
+
     attention = "sdpa" if r.stack.attention.fused else "eager"
     return partial(eager_batch_ops, r.model, precision=r.precision, plan=r.plan,
                    attention=attention, fused=bool(r.stack.fused))

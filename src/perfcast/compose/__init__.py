@@ -5,6 +5,7 @@ from perfcast import _lazy_exports
 # Submodule -> the public names it provides, each imported on first use (PEP 562).
 _EXPORTS = {
     "_cnn_fusion": ("fuse_cnn_kernels",),
+    "_execution": ("Execution",),
     "_diffusion": ("DIFFUSION_DTYPES", "DiffusionForecast", "forecast_diffusion", "vae_dtype"),
     "_host": ("HOST_PROFILES", "host_overhead_s"),
     "_inference": ("InferenceForecast", "forecast_inference"),
@@ -13,7 +14,7 @@ _EXPORTS = {
         "reduction_end"),
     "_rag": ("RAGForecast", "forecast_rag"),
     "_serving_step": ("BatchStats", "ServingStepModel"),
-    "_step": ("EAGER_DISPATCH_S", "Execution", "StepForecast", "TieredTimeModel",
+    "_step": ("EAGER_DISPATCH_S", "StepForecast", "TieredTimeModel",
         "kernel_sequence", "model_tier", "step_time", "step_times"),
     "_trace": ("chrome_trace", "step_timeline"),
     "_training": ("TRAINING_EXECUTION", "EagerGraph", "training_execution", "training_step",

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
 
 from perfcast.comm import CollectiveModel, default_collective_model
+from perfcast.compose._execution import Execution
 from perfcast.errors import InputError
 from perfcast.kernels import (
     ExecutionTimeModel,
@@ -35,11 +35,6 @@ __all__ = ["EAGER_DISPATCH_S", "Execution", "StepForecast", "TieredTimeModel",
 # launch term fitted on NeuSight's CUDA-event-timed single ops (shipped calibration,
 # launch_s["eager"] of the fp32 families on A100-40GB: 11-16 us, events included).
 EAGER_DISPATCH_S = 12e-6
-
-
-class Execution(StrEnum):
-    EAGER = "eager"
-    CUDA_GRAPH = "cuda-graph"
 
 
 @dataclass(frozen=True)

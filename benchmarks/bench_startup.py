@@ -54,6 +54,18 @@ batches (ties now broken by sample index, the same with or without the KD-tree):
     perfcast infer (llama-2-7b, h100-sxm)   2.875 s   2.058 s    1.4x
     perfcast serve (10 requests, arxiv)     4.295 s   3.456 s    1.2x
 
+Later (load ~1.5), with `perfcast.api._choices` / `_infer` importing the pricing layers only
+when a request resolves or runs (so `infer --help` loads no pandas):
+
+    command                                 before     after    ratio
+    perfcast --help                         0.489 s   0.511 s    1.0x
+    perfcast infer --help                   1.892 s   1.134 s    1.7x
+    perfcast infer (llama-2-7b, h100-sxm)   3.366 s   2.395 s    1.4x
+    perfcast serve (10 requests, arxiv)     4.319 s   3.313 s    1.3x
+
+Idle (load ~0.1), `infer` 5 times each: 2.00 s median with the copy, 2.58 s with it turned
+off (`PERFCAST_CACHE_DIR=`), 3.09 s on a first run that writes it.
+
 The first run after an install or a calibration change parses the JSON and writes the copy
 (~0.7 s more, once). Left in `infer`: pandas ~0.57 s to import (op tables are DataFrames),
 numpy ~0.12 s, the copy's tables rebuilt as dicts and the residual grids' cells packed ~0.2 s,

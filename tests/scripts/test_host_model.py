@@ -43,7 +43,8 @@ def _tiny_rows(script: str, parts: str, tmp_path: Path) -> list[dict]:
     return rows
 
 
-def test_gpu_host_check_runs_tiny_on_the_cpu(tmp_path):
+@pytest.mark.cpu_timing  # its per-layer slope is a wall-time difference: run alone, after
+def test_gpu_host_check_runs_tiny_on_the_cpu(tmp_path):  # the rest (tests/conftest.py)
     rows = _tiny_rows("gpu_host_check.py", "host_cpu,hf_steps", tmp_path)
     probe = next(r for r in rows if r["what"] == "host_probe")
     assert probe["decoder_layer_s"] > 0 and probe["generate_per_layer"]["per_layer_s"] > 0

@@ -48,14 +48,14 @@ PUBLIC = {
     "perfcast.ops": {
         "Batch", "CNN_MODELS", "COLUMNS", "COMM_FAMILIES", "EAGER_ATTENTION",
         "EAGER_LOGITS", "EAGER_MODES", "FUSED_QUANT", "FUSION_RULES", "INDEX_KINDS",
-        "MemoryFootprint", "OPTIMIZERS", "TENSOR_FAMILIES", "VectorIndex",
+        "MemoryFootprint", "OPTIMIZERS", "OpRows", "TENSOR_FAMILIES", "VectorIndex",
         "attended_keys", "cnn_ops", "eager_batch_ops", "eager_ops", "embed_ops",
         "inference_memory", "kv_bytes_per_token", "layer_name", "loss_peak_bytes_per_logit",
         "loss_rows", "scheduler_ops",
         "search_ops",
         "state_bytes_per_sequence",
-        "step_ops", "text_encoder_ops", "training_ops", "unet_ops", "vae_decode_ops",
-        "weight_bytes_per_gpu", "weight_params"},
+        "step_ops", "step_rows", "text_encoder_ops", "training_ops", "unet_ops",
+        "vae_decode_ops", "weight_bytes_per_gpu", "weight_params"},
     "perfcast.kernels": {
         "CROSS_GENERATION", "Calibration", "EfficiencyModel", "ExecutionTimeModel",
         "ExpertLoad", "KERNEL_FAMILIES", "KERNEL_SOURCES", "KernelSource", "LEARNED",

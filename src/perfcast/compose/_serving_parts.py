@@ -8,7 +8,15 @@ import pandas as pd
 
 from perfcast.compose._serving_grid import LazyGrid, LinearRows, geometric
 from perfcast.compose._serving_stats import BatchStats
-from perfcast.ops import COMM_FAMILIES, Batch, attended_keys, layer_name, step_ops
+from perfcast.ops import (
+    COMM_FAMILIES,
+    Batch,
+    OpRows,
+    attended_keys,
+    layer_name,
+    step_ops,
+    step_rows,
+)
 
 __all__ = ["ATTN_COL", "CATEGORIES", "WHERE", "StepGrids"]
 
@@ -87,6 +95,17 @@ class StepGrids:
         keep = [_driver(f, o) == driver for f, o in zip(ops["family"], ops["op"], strict=True)]
         return ops[keep]
 
+    def _rows_per_point(self, tokens: np.ndarray, driver: str) -> pd.DataFrame:
+        """The `driver` rows of one prefill step of each token count, one block per count in
+        order, as one table: what concatenating `_ops` of each would give, with one frame
+        built instead of one per step (the per-point MoE grid prices hundreds at a time)."""
+        rows = OpRows()
+        for t in tokens:
+            step = step_rows(self.model, Batch(prefill_tokens=(int(t),)), self.precision,
+                             self.plan)
+            rows.rows += [r for r in step.rows if _driver(r["family"], r["op"]) == driver]
+        return rows.frame()
+
     def _price_rows(self, rows: pd.DataFrame, groups: int,
                     onehot: np.ndarray | None = None) -> np.ndarray:
         """Rows in `groups` equal blocks -> (groups, 13) seconds per block and column:
@@ -158,8 +177,7 @@ class StepGrids:
                                            geometric(8192, max(max_t, 8192), 32, True)]))
 
         def moe_price(pts):  # routing makes MoE rows non-linear in T: price per point
-            rows = [self._ops(Batch(prefill_tokens=(int(t),)), "T") for t in pts[:, 0]]
-            return self._price_rows(pd.concat(rows, ignore_index=True), len(pts))
+            return self._price_rows(self._rows_per_point(pts[:, 0], "T"), len(pts))
 
         pre = [Batch(prefill_tokens=(t,)) for t in (1, 2, 3, 77)]
         dec = [Batch(decode_context=(1,) * s) for s in (1, 2, 3, 50)]

@@ -15,9 +15,9 @@ _EXPORTS = {
     "_memory": ("MemoryFootprint", "inference_memory", "kv_bytes_per_token",
         "state_bytes_per_sequence", "weight_bytes_per_gpu"),
     "_retrieval": ("INDEX_KINDS", "VectorIndex", "embed_ops", "search_ops"),
-    "_table": ("COLUMNS", "COMM_FAMILIES", "FUSED_QUANT", "TENSOR_FAMILIES"),
+    "_table": ("COLUMNS", "COMM_FAMILIES", "FUSED_QUANT", "OpRows", "TENSOR_FAMILIES"),
     "_training": ("training_ops",),
-    "_transformer": ("layer_name", "step_ops"),
+    "_transformer": ("layer_name", "step_ops", "step_rows"),
 }
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 

@@ -11,7 +11,7 @@ from perfcast.ops._batch import Batch, attended_keys
 from perfcast.ops._table import FUSED_QUANT, OpRows
 from perfcast.specs import ModelSpec, ParallelPlan, Precision, bytes_per_element
 
-__all__ = ["step_ops"]
+__all__ = ["step_ops", "step_rows"]
 
 
 @dataclass(frozen=True)
@@ -354,6 +354,15 @@ def step_ops(model: ModelSpec, batch: Batch, precision: Precision | None = None,
     Logits are computed for the last token of each sequence (serving engines do this) unless
     `all_logits` (training, scoring).
     """
+    return step_rows(model, batch, precision, plan, phase, all_logits).frame()
+
+
+def step_rows(model: ModelSpec, batch: Batch, precision: Precision | None = None,
+              plan: ParallelPlan | None = None, phase: str | None = None,
+              all_logits: bool = False) -> OpRows:
+    """`step_ops`'s rows before they become a table: a caller that joins the rows of many
+    steps into one table (the serving model's per-point MoE grid) builds one frame, not one
+    per step."""
     precision = precision or Precision()
     plan = plan or ParallelPlan()
     plan.check(model)
@@ -376,4 +385,4 @@ def step_ops(model: ModelSpec, batch: Batch, precision: Precision | None = None,
                flops=5.0 * out * model.vocab_size / plan.tp,
                bytes_read=4.0 * out * model.vocab_size / plan.tp, bytes_written=8.0 * out,
                dtype="fp32", count=1)
-    return c.rows.frame()
+    return c.rows

@@ -104,3 +104,51 @@ def test_expert_load_gives_the_hottest_rank_skew():
     assert 1.0 < mild.skew < strong.skew
     with pytest.raises(InputError):
         expert_load(16, 256, 8, 3)
+
+
+def _one_draw_at_a_time(tokens, experts, topk, ep, distribution):
+    """rank_load as first written (one power-law draw per call, aiconfigurator's loop): the
+    definition the vectorised draws must reproduce bit for bit."""
+    import zlib
+
+    from perfcast.kernels._moe import DRAWS, TILE_ROWS
+
+    def draw(rng, alpha):
+        lo, hi = (1.0, tokens * 0.8) if tokens * topk > experts else (0.01, 2.0)
+        u = rng.random(experts)
+        hi = max(hi, lo * 1.0001)
+        x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
+        loads = np.rint(x / x.sum() * tokens * topk).astype(np.int64)
+        delta = tokens * topk - int(loads.sum())
+        order = np.argsort(-(loads + 0.5 * rng.random(experts)), kind="stable")
+        if delta > 0:
+            q, r = divmod(delta, experts)
+            loads += q
+            loads[order[:r]] += 1
+        elif delta < 0:
+            positive = order[loads[order] > 0][::-1]
+            loads[positive[:-delta]] -= 1
+        return loads
+
+    local = max(experts // max(ep, 1), 1)
+    alpha = float(distribution.removeprefix("power_law_"))
+    rng = np.random.default_rng(zlib.crc32(f"{tokens}:{experts}:{topk}:{ep}:{alpha}".encode()))
+    ranks = [draw(rng, alpha)[: local * (experts // local)].reshape(-1, local)
+             for _ in range(DRAWS)]
+    mine = [r[np.argmax(r.sum(axis=1))] for r in ranks]
+    stats = [(m.sum(), (m > 0).sum(), m.max(), np.ceil(m / TILE_ROWS[0]).sum(),
+              np.ceil(m / TILE_ROWS[1]).sum()) for m in mine]
+    return tuple(float(v) for v in np.mean(stats, axis=0))
+
+
+@pytest.mark.parametrize("distribution", ["power_law_1.01", "power_law_1.2"])
+def test_vectorised_draws_are_the_one_at_a_time_draws(distribution):
+    """Every draw of one configuration comes from one generator call and is rounded and
+    topped up row by row: the expected loads are exactly the per-draw loop's, including
+    top-ups up and down and tokens·topk below the expert count."""
+    for tokens in (1, 2, 3, 7, 31, 32, 33, 100, 257, 1000, 4097, 16384):
+        for experts, topk, ep in ((8, 2, 1), (64, 6, 8), (128, 8, 4), (256, 8, 8),
+                                  (384, 8, 16), (160, 6, 32)):
+            want = _one_draw_at_a_time(tokens, experts, topk, ep, distribution)
+            assert rank_load(tokens, experts, topk, ep, distribution) == want, (
+                tokens, experts, topk, ep)

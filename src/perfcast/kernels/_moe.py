@@ -57,8 +57,10 @@ class MoeRouting:
         return 2 if "nongated" in self.kernel else 3
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_routing(op: str) -> MoeRouting | None:
-    """`<kernel>:<distribution>:E<experts>:top<k>:tp<t>:ep<e>[/suffixes]`, else None."""
+    """`<kernel>:<distribution>:E<experts>:top<k>:tp<t>:ep<e>[/suffixes]`, else None (each
+    label parsed once: a store repeats a few thousand labels over ~10^5 rows)."""
     parts = str(op).split("/", 1)[0].split(":")
     if len(parts) != 6:
         return None
@@ -69,29 +71,30 @@ def parse_routing(op: str) -> MoeRouting | None:
         return None
 
 
-def _power_law(size: int, alpha: float, lo: float, hi: float, rng) -> np.ndarray:
-    u = rng.random(size)
-    # inverse CDF of a power law on [lo, hi] (aiconfigurator `sample_power_law`)
-    return ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
-
-
-def _power_law_loads(tokens: int, experts: int, topk: int, alpha: float, rng) -> np.ndarray:
-    """Tokens per expert summing to tokens·topk (aiconfigurator's rounding and top-up)."""
+def _power_law_draws(tokens: int, experts: int, topk: int, alpha: float, rng,
+                     draws: int) -> np.ndarray:
+    """(draws, experts) tokens per expert, each row summing to tokens·topk: aiconfigurator's
+    `sample_power_law` draw (inverse CDF of a power law on [lo, hi]), its rounding and
+    top-up. Each draw takes `experts` uniforms for the sample, then `experts` to break ties
+    among equal rounded loads (mostly zeros when tokens·topk < E: topped up in no particular
+    order, not by expert index, which would pile the top-up onto EP rank 0); all draws' come
+    from one call, in that order."""
     lo, hi = (1.0, tokens * 0.8) if tokens * topk > experts else (0.01, 2.0)
-    x = _power_law(experts, alpha, lo, max(hi, lo * 1.0001), rng)
-    loads = np.rint(x / x.sum() * tokens * topk).astype(np.int64)
-    delta = tokens * topk - int(loads.sum())
-    # experts with equal rounded loads (mostly zeros when tokens·topk < E) are topped up in
-    # no particular order: break ties at random, not by expert index (which would pile
-    # the top-up onto EP rank 0)
-    order = np.argsort(-(loads + 0.5 * rng.random(experts)), kind="stable")
-    if delta > 0:
-        q, r = divmod(delta, experts)
-        loads += q
-        loads[order[:r]] += 1
-    elif delta < 0:
-        positive = order[loads[order] > 0][::-1]  # smallest non-empty experts first
-        loads[positive[:-delta]] -= 1
+    hi = max(hi, lo * 1.0001)
+    u = rng.random((draws, 2, experts))
+    x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u[:, 0] + lo ** (1 - alpha)) ** (
+        1 / (1 - alpha))
+    loads = np.rint(x / x.sum(axis=1, keepdims=True) * tokens * topk).astype(np.int64)
+    deltas = tokens * topk - loads.sum(axis=1)
+    orders = np.argsort(-(loads + 0.5 * u[:, 1]), axis=1, kind="stable")
+    for row, order, delta in zip(loads, orders, deltas.tolist(), strict=True):
+        if delta > 0:
+            q, r = divmod(delta, experts)
+            row += q
+            row[order[:r]] += 1
+        elif delta < 0:
+            positive = order[row[order] > 0][::-1]  # smallest non-empty experts first
+            row[positive[:-delta]] -= 1
     return loads
 
 
@@ -115,13 +118,14 @@ def rank_load(tokens: int, experts: int, topk: int, ep: int, distribution: str
     if distribution.startswith("power_law_"):
         alpha = float(distribution.removeprefix("power_law_"))
         rng = np.random.default_rng(zlib.crc32(f"{tokens}:{experts}:{topk}:{ep}:{alpha}".encode()))
-        draws = [_power_law_loads(tokens, experts, topk, alpha, rng) for _ in range(DRAWS)]
-        ranks = [d[: local * (experts // local)].reshape(-1, local) for d in draws]
-        mine = [r[np.argmax(r.sum(axis=1))] for r in ranks]
+        draws = _power_law_draws(tokens, experts, topk, alpha, rng, DRAWS)
+        ranks = draws[:, : local * (experts // local)].reshape(DRAWS, -1, local)
+        mine = ranks[np.arange(DRAWS), np.argmax(ranks.sum(axis=2), axis=1)]
     else:
-        mine = [_balanced_loads(tokens, experts, topk)[:local]]
-    stats = [(m.sum(), (m > 0).sum(), m.max(), np.ceil(m / TILE_ROWS[0]).sum(),
-              np.ceil(m / TILE_ROWS[1]).sum()) for m in mine]
+        mine = _balanced_loads(tokens, experts, topk)[None, :local]
+    stats = np.column_stack([mine.sum(axis=1), (mine > 0).sum(axis=1), mine.max(axis=1),
+                             np.ceil(mine / TILE_ROWS[0]).sum(axis=1),
+                             np.ceil(mine / TILE_ROWS[1]).sum(axis=1)]).astype(float)
     return tuple(float(v) for v in np.mean(stats, axis=0))
 
 

@@ -22,7 +22,7 @@ from perfcast.measure._model_steps import (
     plan_model_steps,
     run_model_steps,
 )
-from perfcast.measure._sampling import sample_per_group
+from perfcast.measure._sampling import sample_per_group, sample_positions
 from perfcast.measure._schema import STORE_COLUMNS, TIMING_METHODS, check_measurements
 from perfcast.measure._store import load_store, query, to_ops
 from perfcast.measure._torch_cpu import (
@@ -41,6 +41,7 @@ __all__ = [
     "run_gpu_sweep",
     "CaseTiming", "DeviceBackend", "FakeDeviceBackend", "KernelCase", "estimate_sweep_s",
     "kernel_cases", "measure_launch_s", "run_collective_sweep", "run_torch_sweep", "time_case",
-    "run_torch_cpu_sweep", "sample_per_group", "time_torch_call", "to_ops", "torch_sweep_shapes",
+    "run_torch_cpu_sweep", "sample_per_group", "sample_positions", "time_torch_call", "to_ops",
+    "torch_sweep_shapes",
     "with_achieved_peak",
 ]

@@ -45,7 +45,7 @@ from perfcast.kernels import (
     shipped_calibration,
 )
 from perfcast.kernels._calibration import kernel_rows
-from perfcast.measure import load_store, sample_per_group
+from perfcast.measure import load_store, sample_positions
 from perfcast.progress import ProgressFn
 from perfcast.specs import Device, get_device
 
@@ -195,25 +195,32 @@ def _coverage(method: str, sel: np.ndarray, interval: Interval | None) -> dict[s
     return {"coverage_90": cover, "extrapolated": float(1.0 - interval.inside[sel].mean())}
 
 
-def _partitions(rows: pd.DataFrame) -> list[pd.DataFrame]:
-    """Rows of the families fitted before fused MoE layers were, then the MoE rows: sampled
-    apart, so adding MoE leaves the other families' draws (and figures) as they were."""
+def _partitions(rows: pd.DataFrame) -> list[np.ndarray]:
+    """Positions of the rows of the families fitted before fused MoE layers were, then of the
+    MoE rows: sampled apart, so adding MoE leaves the other families' draws (and figures) as
+    they were."""
     moe = (rows["family"] == "moe").to_numpy()
-    return [rows[~moe], rows[moe]]
+    return [np.flatnonzero(~moe), np.flatnonzero(moe)]
 
 
 def _sample(rows: pd.DataFrame, per_group: int | None, seed: int) -> pd.DataFrame:
-    return pd.concat([sample_per_group(p, per_group, seed) for p in _partitions(rows)])
+    """Each partition's `sample_per_group`, the non-MoE rows first: positions drawn on the
+    group columns, the rows taken once."""
+    keys = rows[["device", "family", "dtype"]]
+    picked = [part[sample_positions(keys.take(part), per_group, seed)]
+              for part in _partitions(rows)]
+    return rows.take(np.concatenate(picked))
 
 
 def _target_sample(test: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the random TARGET_FRACTION of test rows the target-measured tier fits on, the rest)."""
+    """(the random TARGET_FRACTION of test rows the target-measured tier fits on, the rest),
+    each partition drawn apart."""
     picked, held = [], []
     for part in _partitions(test):
         pick = np.random.default_rng(seed).random(len(part)) < TARGET_FRACTION
         picked.append(part[pick])
         held.append(part[~pick])
-    return pd.concat(picked), pd.concat(held)
+    return test.take(np.concatenate(picked)), test.take(np.concatenate(held))
 
 
 def _split_predictions(store: pd.DataFrame, splits: list[str] | None,

@@ -58,13 +58,15 @@ def test_a_command_imports_its_own_module_only():
     assert [m for m in COMMAND_MODULES if m in modules] == ["perfcast.cli._infer"]
 
 
-def test_infer_help_loads_no_pricing_layer():
-    """`infer --help` is drawn from the request's fields: the kernel, comm and compose
-    layers (pandas, ~0.6 s) load only when a request runs."""
-    modules = _modules_after("infer", "--help")
-    assert "perfcast.api._infer" in modules
+@pytest.mark.parametrize("command", ["infer", "serve"])
+def test_help_loads_no_pricing_layer_nor_simulator(command):
+    """`infer --help` and `serve --help` are drawn from the request's fields: the kernel,
+    comm and compose layers and the serving engine (pandas, ~0.6 s) load only when a
+    request runs."""
+    modules = _modules_after(command, "--help")
+    assert f"perfcast.api._{command}" in modules
     assert not [m for m in ("pandas", "scipy", "perfcast.kernels._calibration",
-                            "perfcast.compose._step") if m in modules]
+                            "perfcast.compose._step", "perfcast.serve._engine") if m in modules]
 
 
 @pytest.mark.parametrize("entry", COMMANDS, ids=lambda entry: entry.name)

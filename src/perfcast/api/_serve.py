@@ -17,9 +17,8 @@ import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from perfcast import __version__
@@ -42,18 +41,13 @@ from perfcast.api._units import (
     parse_seconds,
 )
 from perfcast.errors import InputError, check_output_file, writing
-from perfcast.kernels import family_provenance
-from perfcast.kernels._learned import learned_time_model
-from perfcast.serve import (
+from perfcast.serve._config import (
+    DEFAULT_EXPERT_SKEW,
+    DEFAULT_MAX_MODEL_LEN,
+    SERVE_KERNEL_MODELS,
     ServeConfig,
-    Workload,
-    make_workload,
-    simulate,
-    simulate_colocated,
-    simulate_disaggregated,
 )
-from perfcast.serve._config import DEFAULT_EXPERT_SKEW, DEFAULT_MAX_MODEL_LEN, SERVE_KERNEL_MODELS
-from perfcast.serve._disagg import PoolLayout
+from perfcast.serve._pools import PoolLayout
 from perfcast.specs import (
     ModelSpec,
     Precision,
@@ -64,6 +58,11 @@ from perfcast.specs import (
     get_stack,
     parse_dtype,
 )
+
+if TYPE_CHECKING:  # the simulator and pandas load when a request runs, not for its --help
+    import pandas as pd
+
+    from perfcast.serve import Workload
 
 __all__ = ["Colocation", "Disaggregation", "PoolLayout", "QUANT_SCHEMES", "ResolvedServe",
            "ServeDeployment", "ServeEngine", "ServeModel", "ServeOutputs", "ServeQuantisation",
@@ -191,6 +190,8 @@ class ServeWorkload(Group):
     def make(self, seed: int, limit: ContextLimit) -> Workload:
         """The stream drawn with `seed`, requests clipped to `limit` (counted in
         `Workload.clipped`); fixed lengths default to 512 prompt, 128 output."""
+        from perfcast.serve import make_workload
+
         prompt, output = self.token_lengths(limit)
         workload = make_workload(
             self.num_requests, arrival=self.arrival_process, qps=self.qps, cv=self.cv,
@@ -643,6 +644,8 @@ def _write_table(table: pd.DataFrame, out: Path | None) -> None:
 
 
 def _single(r: ResolvedServe) -> ServeResult:
+    from perfcast.serve import simulate
+
     request, config = r.request, r.config
     trace_out = request.outputs.trace_out
     result = simulate(config, r.workloads[0], seed=request.workload.seed,
@@ -668,6 +671,10 @@ def _single(r: ResolvedServe) -> ServeResult:
 
 def _colocated(r: ResolvedServe) -> ServeResult:
     """The first model and the others on the same GPUs, each beside its dedicated run."""
+    import pandas as pd
+
+    from perfcast.serve import simulate, simulate_colocated
+
     seed, sharing = r.request.workload.seed, r.request.colocation.colocate_sharing
     results = simulate_colocated(list(r.configs), list(r.workloads), sharing=sharing, seed=seed)
     models, tables = [], []
@@ -686,6 +693,8 @@ def _colocated(r: ResolvedServe) -> ServeResult:
 
 def _disaggregated(r: ResolvedServe) -> ServeResult:
     """Prefill and decode pools built from the deployment (model, GPU, scheduler, ...)."""
+    from perfcast.serve import simulate_disaggregated
+
     request = r.request
     result = simulate_disaggregated(*r.configs, r.workloads[0], seed=request.workload.seed)
     _write_table(result.requests, request.outputs.out)
@@ -729,6 +738,9 @@ def stack_inputs(r: ResolvedServe) -> dict[str, Any]:
     """The stack the deployment runs, its launch mode and host profile, the kernel model that
     priced it, and where each kernel family's times come from on the deployment's GPU (with
     `learned`, which families the GPU's spec sheet puts inside the trees' envelope)."""
+    from perfcast.kernels import family_provenance
+    from perfcast.kernels._learned import learned_time_model
+
     stack, config = get_stack(r.config.stack), r.config
     device = config.cluster_spec.device
     kernels = {"name": config.kernel_model, "stack": stack.name,

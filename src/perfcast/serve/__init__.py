@@ -3,17 +3,20 @@ schedulers (vLLM v0/v1, Sarathi-Serve, Orca, static batching), a paged KV cache 
 preemption, and TTFT/TPOT/ITL/throughput/goodput metrics. Step times come from a
 `StepTimeModel` (`step_model_for`: `perfcast.compose.ServingStepModel`)."""
 
-from perfcast.serve._colocate import simulate_colocated
-from perfcast.serve._config import ROUTERS, SCHEDULERS, ServeConfig
-from perfcast.serve._disagg import DisaggResult, simulate_disaggregated
-from perfcast.serve._engine import simulate, step_model_for
-from perfcast.serve._kv import MemoryPlan, plan_memory
-from perfcast.serve._metrics import ServeResult
-from perfcast.serve._step_model import StatsStepTimeModel, StepTimeModel
-from perfcast.serve._workload import ARRIVALS, LENGTHS, Workload, make_workload
+from perfcast import _lazy_exports
 
-__all__ = [
-    "ARRIVALS", "LENGTHS", "ROUTERS", "SCHEDULERS", "DisaggResult", "MemoryPlan", "ServeConfig",
-    "ServeResult", "Workload", "make_workload", "plan_memory", "simulate", "simulate_colocated",
-    "simulate_disaggregated", "step_model_for", "StatsStepTimeModel", "StepTimeModel",
-]
+# Submodule -> the public names it provides, each imported on first use (PEP 562): a request
+# or its --help names a ServeConfig or a pool layout without loading the simulator.
+_EXPORTS = {
+    "_colocate": ("simulate_colocated",),
+    "_config": ("ROUTERS", "SCHEDULERS", "ServeConfig"),
+    "_disagg": ("DisaggResult", "simulate_disaggregated"),
+    "_engine": ("simulate", "step_model_for"),
+    "_kv": ("MemoryPlan", "plan_memory"),
+    "_metrics": ("ServeResult",),
+    "_step_model": ("StatsStepTimeModel", "StepTimeModel"),
+    "_workload": ("ARRIVALS", "LENGTHS", "Workload", "make_workload"),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+
+__all__ = [name for names in _EXPORTS.values() for name in names]  # pinned: tests

@@ -23,6 +23,16 @@ engine, after = one simulation of both pools and one step model per pool deploym
     sglang_fp4 1024x1024 c512 cfg532       11.5 / 2.4              9.9 / 0.64
     validate serving --mode disagg: 87.5 s wall, 76 s CPU (before: 2,483 s for its points'
     replays at load ~9; issue 22: ~29 min)
+
+Measured 2026-11-28 on a slower 2-core machine (`python -c pass` 0.08 s, load average ~1),
+before = `git archive 4ae2bdc src` on PYTHONPATH, after = a MoE model's token grid priced
+from one op table for all its points (compose._serving_parts `_rows_per_point`) and the
+routing draws vectorised (kernels._moe); the replays' numbers are the same:
+
+    cfg527 cold point                     6.01 s wall before, 4.40 s after
+    cfg527 warm (median of 3)             1.72 s / 1.93 s
+    validate serving --mode disagg      229.5 s wall before (over the 180 s target on this
+                                          machine), 177.8 s after
 """
 
 from __future__ import annotations

@@ -66,6 +66,19 @@ when a request resolves or runs (so `infer --help` loads no pandas):
 Idle (load ~0.1), `infer` 5 times each: 2.00 s median with the copy, 2.58 s with it turned
 off (`PERFCAST_CACHE_DIR=`), 3.09 s on a first run that writes it.
 
+Measured 2026-11-28 later (load ~1, median of 5; baseline = `git archive 4ae2bdc src`), with
+`perfcast.serve` exporting lazily and `api._serve` loading pandas and the simulator only to
+run (`serve --help`), and a MoE model's token grid priced from one op table for all its
+points:
+
+    command                                 before     after    ratio
+    perfcast --help                         0.488 s   0.467 s    1.0x
+    perfcast infer --help                   1.233 s   1.180 s    1.0x
+    perfcast infer (llama-2-7b, h100-sxm)   1.984 s   2.113 s    0.9x (unchanged code: noise)
+    perfcast serve (10 requests, arxiv)     3.554 s   3.512 s    1.0x
+    perfcast serve --help                   1.959 s   1.264 s    1.6x
+    perfcast serve (deepseek-v3, 200 req)   4.534 s   3.229 s    1.4x
+
 The first run after an install or a calibration change parses the JSON and writes the copy
 (~0.7 s more, once). Left in `infer`: pandas ~0.57 s to import (op tables are DataFrames),
 numpy ~0.12 s, the copy's tables rebuilt as dicts and the residual grids' cells packed ~0.2 s,
@@ -92,6 +105,11 @@ COMMANDS = {
     INFER: ["infer", "--model", "llama-2-7b", "--gpu", "h100-sxm"],
     SERVE: ["serve", "--gpu", "a100-sxm4-80gb", "--qps", "1.5", "--num-requests", "10",
             "--lengths", "trace", "--trace", "arxiv", "--json"],
+    "perfcast serve --help": ["serve", "--help"],
+    # a MoE deployment prices its token grid point by point (routing is not linear in tokens)
+    "perfcast serve (deepseek-v3, 200 req)": [
+        "serve", "--model", "deepseek-v3", "--gpu", "b200-sxm", "--tp", "8", "--ep", "8",
+        "--weight-dtype", "fp8", "--qps", "4", "--num-requests", "200", "--json"],
 }
 IMPORT_PROFILE = INFER
 TOP_IMPORTS = 10

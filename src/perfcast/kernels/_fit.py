@@ -111,6 +111,107 @@ def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.nd
 
     from scipy.optimize import least_squares  # ~0.3 s to import: only when fitting
 
-    sol = least_squares(residual, np.asarray(theta0, dtype=float), bounds=(lower, upper),
+    start = np.asarray(theta0, dtype=float)
+    support = _support(prep, classes, timings, power_at + 5, len(start), bool(prior_weight))
+    fun, jac = _grouped_jacobian(residual, support, lower, upper)
+    sol = least_squares(fun, start, bounds=(lower, upper), jac=jac,
                         loss="soft_l1", f_scale=_F_SCALE * float(np.median(w)), max_nfev=400)
     return _unpack(sol.x, family, classes, timings, has_simt, base)
+
+
+def _support(prep: Prepared, classes: list[str], timings: list[str], first_fixed: int,
+             n: int, prior: bool) -> list[np.ndarray | None]:
+    """Per parameter, the residual rows it can move (None: every row). A variant's fixed
+    time moves its own rows (a row whose fixed key is no fitted variant takes a median over
+    them: every fixed time moves it), a timing's launch time the rows timed that way; the
+    compute, memory, block and smoothness terms move every row. With a prior, parameter j
+    also moves its own prior row."""
+    m = len(prep.variant)
+    out: list[np.ndarray | None] = [None] * n
+    codes, pairs = prep.fixed_keys
+    column = {c: first_fixed + i for i, c in enumerate(classes)}
+    own = np.array([column.get(v, -1) for v, _ in pairs], dtype=np.int64)[codes]
+    shared = own < 0
+    for j in column.values():
+        out[j] = (own == j) | shared
+    tcodes, tnames = prep.timing_keys
+    for i, t in enumerate(timings):
+        out[first_fixed + len(classes) + i] = tcodes == tnames.index(t)
+    rows = []
+    for j, sel in enumerate(out):
+        hit = np.ones(m, dtype=bool) if sel is None else sel
+        if prior:
+            hit = np.concatenate([hit, np.arange(n) == j])
+        rows.append(None if hit.all() else np.flatnonzero(hit))
+    return rows
+
+
+def _groups(support: list[np.ndarray | None], m: int) -> list[list[int]]:
+    """Parameters perturbed together: each one moving every row alone, the others greedily
+    into the first group none of whose rows they move (Curtis, Powell & Reid 1974)."""
+    groups: list[list[int]] = []
+    taken: list[np.ndarray] = []
+    for j, rows in enumerate(support):
+        if rows is None:
+            groups.append([j])
+            taken.append(np.ones(m, dtype=bool))
+            continue
+        for group, used in zip(groups, taken, strict=True):
+            if not used[rows].any():
+                group.append(j)
+                used[rows] = True
+                break
+        else:
+            used = np.zeros(m, dtype=bool)
+            used[rows] = True
+            groups.append([j])
+            taken.append(used)
+    return groups
+
+
+def _grouped_jacobian(residual, support: list[np.ndarray | None], lower: np.ndarray,
+                      upper: np.ndarray):
+    """(fun, jac) for least_squares: `residual` remembering its last point, and its '2-point'
+    Jacobian column for column the same numbers as scipy's dense scheme (scipy's step and
+    bound rules, x + h with one parameter stepped at a time as that scheme steps it, exact
+    zeros where a parameter cannot move a row) from one residual evaluation per group of
+    parameters that move disjoint rows instead of one per parameter. (residual, '2-point')
+    where scipy no longer has those rules."""
+    try:
+        from scipy.optimize._numdiff import _adjust_scheme_to_bounds, _compute_absolute_step
+    except ImportError:  # pragma: no cover - a scipy that renamed its private helpers
+        return residual, "2-point"
+    last: dict[bytes, np.ndarray] = {}
+    groups: list[list[int]] = []
+
+    def fun(theta: np.ndarray) -> np.ndarray:
+        out = residual(theta)
+        last.clear()  # least_squares asks for the Jacobian where it last evaluated
+        last[theta.tobytes()] = out
+        return out
+
+    def jac(theta: np.ndarray) -> np.ndarray:
+        f0 = last.get(theta.tobytes())
+        f0 = fun(theta) if f0 is None else f0
+        if not groups:
+            groups.extend(_groups(support, len(f0)))
+        h = _compute_absolute_step(None, theta, f0, "2-point")
+        h, _ = _adjust_scheme_to_bounds(theta, h, 1, "1-sided", lower, upper)
+        dx = (theta + h) - theta
+        # laid out as scipy's (the transpose of a row per parameter): the solver's products
+        # and SVD round as they do on its own Jacobian
+        out_t = np.empty((len(theta), len(f0)))
+        out_t[:] = (0.0 / dx)[:, None]  # (f - f0) / dx on a row the parameter cannot move
+        for group in groups:
+            x = theta.copy()
+            x[group] = theta[group] + h[group]
+            df = residual(x) - f0
+            for j in group:
+                rows = support[j]
+                if rows is None:
+                    out_t[j] = df / dx[j]
+                else:
+                    out_t[j, rows] = df[rows] / dx[j]
+        return out_t.T
+
+    return fun, jac

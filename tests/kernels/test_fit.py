@@ -40,8 +40,8 @@ def test_jacobian_is_scipys_dense_one_bit_for_bit(monkeypatch, families):
     """Same numbers (zeros' signs included) in the same memory layout, at random points."""
     seen = {}
 
-    def keep(residual, support, lower, upper):
-        seen.update(residual=residual, support=support, lower=lower, upper=upper)
+    def keep(residual, support, rows, lower, upper):
+        seen.update(residual=residual, support=support, rows=rows, lower=lower, upper=upper)
         return residual, "2-point"
 
     monkeypatch.setattr(_fit, "_grouped_jacobian", keep)
@@ -49,7 +49,9 @@ def test_jacobian_is_scipys_dense_one_bit_for_bit(monkeypatch, families):
     _fit.fit_family("attn_decode", prep, lat, grp)
     monkeypatch.undo()
     lower, upper = seen["lower"], seen["upper"]
-    fun, jac = _fit._grouped_jacobian(seen["residual"], seen["support"], lower, upper)
+    assert seen["rows"] == len(lat)
+    fun, jac = _fit._grouped_jacobian(seen["residual"], seen["support"], seen["rows"], lower,
+                                      upper)
     assert len(_fit._groups(seen["support"], len(lat))) < len(lower)  # fewer evaluations
     rng = np.random.default_rng(0)
     for _ in range(5):

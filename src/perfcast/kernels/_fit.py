@@ -113,7 +113,8 @@ def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.nd
 
     start = np.asarray(theta0, dtype=float)
     support = _support(prep, classes, timings, power_at + 5, len(start), bool(prior_weight))
-    fun, jac = _grouped_jacobian(residual, support, lower, upper)
+    residual_rows = len(log_meas) + (len(start) if prior_weight else 0)
+    fun, jac = _grouped_jacobian(residual, support, residual_rows, lower, upper)
     sol = least_squares(fun, start, bounds=(lower, upper), jac=jac,
                         loss="soft_l1", f_scale=_F_SCALE * float(np.median(w)), max_nfev=400)
     return _unpack(sol.x, family, classes, timings, has_simt, base)
@@ -169,8 +170,8 @@ def _groups(support: list[np.ndarray | None], m: int) -> list[list[int]]:
     return groups
 
 
-def _grouped_jacobian(residual, support: list[np.ndarray | None], lower: np.ndarray,
-                      upper: np.ndarray):
+def _grouped_jacobian(residual, support: list[np.ndarray | None], rows: int,
+                      lower: np.ndarray, upper: np.ndarray):
     """(fun, jac) for least_squares: `residual` remembering its last point, and its '2-point'
     Jacobian column for column the same numbers as scipy's dense scheme (scipy's step and
     bound rules, x + h with one parameter stepped at a time as that scheme steps it, exact
@@ -182,7 +183,7 @@ def _grouped_jacobian(residual, support: list[np.ndarray | None], lower: np.ndar
     except ImportError:  # pragma: no cover - a scipy that renamed its private helpers
         return residual, "2-point"
     last: dict[bytes, np.ndarray] = {}
-    groups: list[list[int]] = []
+    groups = _groups(support, rows)
 
     def fun(theta: np.ndarray) -> np.ndarray:
         out = residual(theta)
@@ -193,8 +194,6 @@ def _grouped_jacobian(residual, support: list[np.ndarray | None], lower: np.ndar
     def jac(theta: np.ndarray) -> np.ndarray:
         f0 = last.get(theta.tobytes())
         f0 = fun(theta) if f0 is None else f0
-        if not groups:
-            groups.extend(_groups(support, len(f0)))
         h = _compute_absolute_step(None, theta, f0, "2-point")
         h, _ = _adjust_scheme_to_bounds(theta, h, 1, "1-sided", lower, upper)
         dx = (theta + h) - theta

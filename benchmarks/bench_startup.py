@@ -1,5 +1,6 @@
 """Start-up time of the `perfcast` command (issue 22: `--help` <= 0.3 s, `infer` <= 0.8 s). Run:
-`python benchmarks/bench_startup.py [--runs 15] [--baseline SRC]` (not part of `pytest`).
+`python benchmarks/bench_startup.py [--runs 15] [--baseline SRC] [--only TEXT]` (not part of
+`pytest`).
 
 Every command runs in a fresh process of the installed entry point (`perfcast` beside this
 Python, as pip wrote it; a pyenv shim in front of it adds ~50 ms of bash) with a warm file
@@ -79,6 +80,22 @@ points:
     perfcast serve --help                   1.959 s   1.264 s    1.6x
     perfcast serve (deepseek-v3, 200 req)   4.534 s   3.229 s    1.4x
 
+Measured 2026-11-28 later (load ~1-2, median of 5; baseline = `git archive 01332ce src`), with
+every command's `--help` drawn from its options alone (`perfcast.measure`, `.sweep` and
+`.validate` exporting lazily; the request modules of step, train, measure, calibrate, cpu,
+selfcheck, diffusion and rag, and the sweep/capacity/validate/measure commands, importing the
+pricing, simulation, measurement and check layers where a request runs):
+
+    command                                 before     after    ratio
+    perfcast --help                         0.450 s   0.449 s    1.0x
+    perfcast step --help                    2.182 s   1.177 s    1.9x
+    perfcast train --help                   3.000 s   1.171 s    2.6x
+    perfcast capacity --help                3.549 s   0.696 s    5.1x
+    perfcast validate --help                3.406 s   0.742 s    4.6x
+    perfcast measure --help                 1.931 s   1.037 s    1.9x
+
+(`infer --help` 1.106 / 1.084 s and `serve --help`: unchanged code, the same modules.)
+
 The first run after an install or a calibration change parses the JSON and writes the copy
 (~0.7 s more, once). Left in `infer`: pandas ~0.57 s to import (op tables are DataFrames),
 numpy ~0.12 s, the copy's tables rebuilt as dicts and the residual grids' cells packed ~0.2 s,
@@ -106,6 +123,12 @@ COMMANDS = {
     SERVE: ["serve", "--gpu", "a100-sxm4-80gb", "--qps", "1.5", "--num-requests", "10",
             "--lengths", "trace", "--trace", "arxiv", "--json"],
     "perfcast serve --help": ["serve", "--help"],
+    # every command's --help is drawn from its options, without the layers that run it
+    "perfcast step --help": ["step", "--help"],
+    "perfcast train --help": ["train", "--help"],
+    "perfcast capacity --help": ["capacity", "--help"],
+    "perfcast validate --help": ["validate", "--help"],
+    "perfcast measure --help": ["measure", "--help"],
     # a MoE deployment prices its token grid point by point (routing is not linear in tokens)
     "perfcast serve (deepseek-v3, 200 req)": [
         "serve", "--model", "deepseek-v3", "--gpu", "b200-sxm", "--tp", "8", "--ep", "8",
@@ -166,6 +189,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--baseline", type=Path, help="another checkout's src/ to compare")
+    parser.add_argument("--only", default="", help="the commands whose label contains this")
     args = parser.parse_args()
     trees = {"this tree": environment(None)}
     if args.baseline is not None:
@@ -175,6 +199,8 @@ def main() -> None:
           + ("       ratio" if len(trees) == 2 else ""))
     verdicts = []
     for label, command in COMMANDS.items():
+        if args.only not in label:
+            continue
         walls = walls_s(command, list(trees.values()), args.runs)
         ratio = f"{walls[0] / walls[1]:11.1f}x" if len(walls) == 2 else ""
         print(f"{label:40s}" + "".join(f"{w:11.3f}s" for w in walls) + ratio)

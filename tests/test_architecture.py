@@ -147,7 +147,7 @@ PUBLIC = {
         "save_figure", "throughput_latency_figure", "training_schedule", "training_trace"},
     "perfcast.api": {
         "AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest",
-        "AccelWorkload", "CNNTrainResult", "COMMANDS", "CalibrateInputs",
+        "AccelWorkload", "CNNTrainResult", "COMMANDS", "COMMAND_NAMES", "CalibrateInputs",
         "CalibrateOutputs", "CalibrateRequest", "CalibrateResult", "CapacityCandidates",
         "CapacityProbes", "CapacityRequest", "CapacityResult", "CapacityTarget",
         "CollectiveHardware", "CollectiveRequest", "CollectiveResult", "Colocation",

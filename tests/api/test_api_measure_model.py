@@ -142,13 +142,13 @@ def test_cli_measures_gpt2_and_refuses_a_bad_option(tmp_path):
 
 
 def test_ctrl_c_in_the_steps_keeps_the_kernel_rows(tiny, tmp_path, monkeypatch):
-    import perfcast.api._measure as measure_api
+    import perfcast.measure as measure_pkg  # what api._measure runs, looked up per run
     from perfcast.measure import SweepInterrupted
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(measure_api, "run_model_steps", stop)
+    monkeypatch.setattr(measure_pkg, "run_model_steps", stop)
     out = tmp_path / "k.csv"
     request = MeasureRequest.from_options(out=out, model_config=tiny, seq_len=8,
                                           modes="forward", **QUICK)
@@ -161,7 +161,7 @@ def test_ctrl_c_in_the_steps_keeps_the_kernel_rows(tiny, tmp_path, monkeypatch):
 def test_cuda_model_run_on_a_fake_device(tiny, tmp_path, monkeypatch):
     """--device cuda --model: the CUDA sweep gets the model's kinds and shapes in the steps'
     dtype (no collectives), the steps run with synchronises, the device is the catalog's."""
-    import perfcast.api._measure as measure_api
+    import perfcast.measure as measure_pkg  # what api._measure runs, looked up per run
     import perfcast.measure._model_steps as model_steps
     from perfcast.measure import STORE_COLUMNS
 
@@ -176,8 +176,8 @@ def test_cuda_model_run_on_a_fake_device(tiny, tmp_path, monkeypatch):
             "k": 8.0, "b": 1.0, "flops": 1024.0, "bytes": 768.0}
         return pd.DataFrame([row])
 
-    monkeypatch.setattr(measure_api, "run_gpu_sweep", sweep)
-    monkeypatch.setattr(measure_api, "measure_launch_s", lambda: 4e-6)  # the host's launch
+    monkeypatch.setattr(measure_pkg, "run_gpu_sweep", sweep)
+    monkeypatch.setattr(measure_pkg, "measure_launch_s", lambda: 4e-6)  # the host's launch
     monkeypatch.setattr(model_steps, "_device", lambda plan, torch: torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H100 80GB HBM3")

@@ -58,15 +58,27 @@ def test_a_command_imports_its_own_module_only():
     assert [m for m in COMMAND_MODULES if m in modules] == ["perfcast.cli._infer"]
 
 
-@pytest.mark.parametrize("command", ["infer", "serve"])
+# What no `--help` loads: pandas, pyarrow and scipy (~0.8 s together), the kernel, compose
+# and serving layers, the measurement store, the checks and plotting.
+PRICING = ("pandas", "pyarrow", "scipy", "matplotlib", "perfcast.kernels._calibration",
+           "perfcast.compose._step", "perfcast.serve._engine", "perfcast.measure._store",
+           "perfcast.validate._reports")
+HELPS = [(entry.name,) for entry in COMMANDS] + [("validate", "kernels"), ("validate", "all"),
+                                                  ("plot", "pipeline")]
+
+
+@pytest.mark.parametrize("command", HELPS, ids=" ".join)
 def test_help_loads_no_pricing_layer_nor_simulator(command):
-    """`infer --help` and `serve --help` are drawn from the request's fields: the kernel,
-    comm and compose layers and the serving engine (pandas, ~0.6 s) load only when a
-    request runs."""
-    modules = _modules_after(command, "--help")
-    assert f"perfcast.api._{command}" in modules
-    assert not [m for m in ("pandas", "scipy", "perfcast.kernels._calibration",
-                            "perfcast.compose._step", "perfcast.serve._engine") if m in modules]
+    """Every command's `--help` is drawn from its options (a request's fields, a check's
+    allowed values): the layers that price, simulate, measure or plot load only when the
+    command runs."""
+    modules = _modules_after(*command, "--help")
+    assert f"perfcast.cli.{_entry(command[0]).module}" in modules  # the probe ran it
+    assert not [m for m in PRICING if m in modules]
+
+
+def _entry(name: str):
+    return next(entry for entry in COMMANDS if entry.name == name)
 
 
 @pytest.mark.parametrize("entry", COMMANDS, ids=lambda entry: entry.name)

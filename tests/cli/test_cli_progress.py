@@ -12,9 +12,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-import perfcast.api._measure as measure_api
 import perfcast.cli._progress as cli_progress
 import perfcast.cli._sweep as cli_sweep
+import perfcast.measure as measure_pkg  # what api._measure runs, looked up per run
 import perfcast.measure._harness as harness
 import perfcast.validate._collectives as collectives_module
 import perfcast.validate._kernels as kernels_module
@@ -257,9 +257,9 @@ def _recorder() -> tuple[list[tuple[int, int]], progress.ProgressFn]:
 @pytest.fixture
 def small_measure(monkeypatch):
     """`perfcast measure` narrowed to SHAPES, its device spec not measured (well under 1 s)."""
-    monkeypatch.setattr(measure_api, "run_cpu_sweep", lambda **kw: run_cpu_sweep(
+    monkeypatch.setattr(measure_pkg, "run_cpu_sweep", lambda **kw: run_cpu_sweep(
         shapes=SHAPES, families=list(SHAPES), repeats=1, progress=kw["progress"]))
-    monkeypatch.setattr(measure_api, "local_cpu_device",
+    monkeypatch.setattr(measure_pkg, "local_cpu_device",
                         lambda threads=1: local_cpu_device(threads, measure_bandwidth=False))
 
 
@@ -303,7 +303,7 @@ def test_measure_ctrl_c_before_any_row_writes_nothing(small_measure, tmp_path, m
     if where == "first shape":
         monkeypatch.setattr(harness, "_time_cpu", _raise_after(0, harness._time_cpu))
     else:  # e.g. while torch loads: a plain KeyboardInterrupt, no rows to carry
-        monkeypatch.setattr(measure_api, "run_cpu_sweep", _raise_after(0, run_cpu_sweep))
+        monkeypatch.setattr(measure_pkg, "run_cpu_sweep", _raise_after(0, run_cpu_sweep))
     res = runner.invoke(app, ["measure", "--out", str(tmp_path / "m.csv")])
     assert res.exit_code == 130
     assert res.stderr.strip() == ("interrupted: no shape had been timed; nothing written. "

@@ -7,7 +7,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import perfcast.api._measure as measure_api
+import perfcast.measure as measure_pkg  # what api._measure runs, looked up per run
 from perfcast.cli._measure import measure
 from perfcast.errors import InputError
 from perfcast.measure import run_gpu_sweep
@@ -141,10 +141,10 @@ def cli(monkeypatch):
     app = typer.Typer()
     app.command("measure")(measure)
     app.command("noop")(lambda: None)  # two commands: `measure` stays a subcommand
-    monkeypatch.setattr(measure_api, "run_cpu_sweep", lambda **kw: run_cpu_sweep(
+    monkeypatch.setattr(measure_pkg, "run_cpu_sweep", lambda **kw: run_cpu_sweep(
         shapes={"gemm": [(16, 16, 16)], "norm": [(4, 64)]}, families=["gemm", "norm"],
         repeats=kw["repeats"]))
-    monkeypatch.setattr(measure_api, "local_cpu_device",
+    monkeypatch.setattr(measure_pkg, "local_cpu_device",
                         lambda threads=1: local_cpu_device(threads, measure_bandwidth=False))
     runner = CliRunner()
     return lambda *args: runner.invoke(app, ["measure", *args])

@@ -19,7 +19,7 @@ from perfcast import _lazy_exports
 _EXPORTS = {
     "_accel": ("AccelMapper", "AccelModelResult", "AccelOutputs", "AccelRequest",
         "AccelWorkload", "ResolvedAccel"),
-    "_base": ("COMMANDS", "Command", "Group", "Request", "Result", "command_for",
+    "_base": ("COMMANDS", "COMMAND_NAMES", "Command", "Group", "Request", "Result", "command_for",
         "dump_request", "load_request", "request_from_options", "resolve", "run", "run_options"),
     "_calibrate": ("CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
         "ResolvedCalibrate"),

@@ -24,10 +24,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from perfcast.errors import InputError, close_matches
 from perfcast.progress import ProgressFn, reporting
 
-__all__ = ["COMMANDS", "Command", "Group", "Request", "Result", "all_commands", "command_for",
-           "dump_request",
-           "load_request", "register", "request_from_options", "resolve", "run",
-           "run_options"]
+__all__ = ["COMMANDS", "COMMAND_NAMES", "Command", "Group", "Request", "Result", "all_commands",
+           "command_for", "dump_request", "load_request", "register", "request_from_options",
+           "resolve", "run", "run_options"]
 
 
 def _is_text(annotation: Any) -> bool:
@@ -263,6 +262,8 @@ _COMMAND_MODULES = {
     "serve": "_serve", "capacity": "_capacity", "collective": "_collective", "cpu": "_cpu",
     "diffusion": "_diffusion", "infer": "_infer", "rag": "_rag", "selfcheck": "_selfcheck",
     "train": "_train"}
+# The commands' names, in that order, without importing them (`perfcast sweep --help`).
+COMMAND_NAMES = tuple(_COMMAND_MODULES)
 _all_loaded = False
 
 

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import Field, model_validator
 
 from perfcast.api._base import Group, Request, register
-from perfcast.api._calibrate_host import HostFit, fit_host_speed
 from perfcast.api._choices import device_from_spec
 from perfcast.api._measure import steps_path
 from perfcast.errors import (
@@ -23,11 +21,15 @@ from perfcast.errors import (
     check_output_file,
     writing,
 )
-from perfcast.kernels import Calibration, shipped_calibration
-from perfcast.kernels._target import DeviceCalibration, calibrate_device
-from perfcast.measure import StepMeasurements, check_measurements, load_steps
-from perfcast.measure._cpu import cpu_info
 from perfcast.specs import Device, get_device, get_stack
+
+if TYPE_CHECKING:  # the fits, the store and pandas load when a request runs, not for --help
+    import pandas as pd
+
+    from perfcast.api._calibrate_host import HostFit
+    from perfcast.kernels import Calibration
+    from perfcast.kernels._target import DeviceCalibration
+    from perfcast.measure import StepMeasurements
 
 __all__ = ["CalibrateInputs", "CalibrateOutputs", "CalibrateRequest", "CalibrateResult",
            "ResolvedCalibrate", "load_device"]
@@ -79,6 +81,8 @@ def load_device(name: str, spec: Path | None) -> Device:
 
 
 def _read(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     if not path.exists():
         raise InputError("measurements", f"{path} does not exist", "a .parquet or .csv file")
     if path.suffix not in (".parquet", ".csv"):
@@ -125,6 +129,8 @@ def _stack(given: str | None, rows: pd.DataFrame) -> str | None:
 
 
 def resolve_calibrate(request: CalibrateRequest) -> ResolvedCalibrate:
+    from perfcast.measure import check_measurements, load_steps
+
     i, o = request.inputs, request.outputs
     check_output_file(o.out, "out", o.force)
     spec = load_device(i.device, i.device_spec)
@@ -207,6 +213,9 @@ class CalibrateResult:
 
 def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
     """Fit and check the device's corrections, then write those that passed."""
+    from perfcast.kernels import shipped_calibration
+    from perfcast.kernels._target import calibrate_device
+
     i, out = r.request.inputs, r.request.outputs.out
     prov = {"base": "perfcast shipped calibration", "measurements": str(i.measurements),
             "device": r.device.name, "device_kind": r.device.kind, "stack": r.stack,
@@ -225,6 +234,8 @@ def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
 def _host(r: ResolvedCalibrate) -> str:
     """The host CPU the steps were timed on (from the steps file), else this machine's, which
     ran `calibrate` (the same machine as `measure` in the usual flow)."""
+    from perfcast.measure._cpu import cpu_info
+
     if r.steps is not None:
         return r.steps.host
     info = cpu_info()
@@ -239,6 +250,8 @@ def _kernel_errors(result: DeviceCalibration) -> dict[str, float]:
 def _fit_host(r: ResolvedCalibrate, result: DeviceCalibration) -> HostFit:
     """The host speed of the measured steps, forecast with the kernel corrections (from a
     temporary file beside --out, removed after); recorded in `result.own.host`."""
+    from perfcast.api._calibrate_host import fit_host_speed
+
     i, out = r.request.inputs, r.request.outputs.out
     hardware = ({"device_spec": i.device_spec} if i.device_spec is not None
                 else {"gpu": r.device.name})

@@ -11,25 +11,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import Field
 
 from perfcast import __version__
 from perfcast.api._base import Group, Request, register
-from perfcast.compose import StepForecast, step_time
 from perfcast.errors import InputError, close_matches
-from perfcast.kernels import PhysicsModel, add_target_corrections, shipped_calibration
-from perfcast.measure import (
-    TORCH_OPS,
-    local_cpu_device,
-    measure_torch_dispatch_s,
-    run_torch_cpu_sweep,
-    with_achieved_peak,
-)
-from perfcast.ops import cnn_ops, eager_ops
 from perfcast.specs import Device, Precision, cluster_for, get_model
+
+if TYPE_CHECKING:  # the models, torch and pandas load when a request runs, not for --help
+    import pandas as pd
+
+    from perfcast.compose import StepForecast
 
 __all__ = ["CPU_MODELS", "CpuMeasurement", "CpuRequest", "CpuResult", "CpuWorkload",
            "ResolvedCpu", "forecast_and_measure"]
@@ -101,6 +95,8 @@ def resolve_cpu(request: CpuRequest) -> ResolvedCpu:
 def _case(tm: ModuleType, model: str, batch: int, seq_len: int
           ) -> tuple[pd.DataFrame, object, tuple]:
     """The op table the forecast prices and the torch model that runs it."""
+    from perfcast.ops import cnn_ops, eager_ops
+
     if model == "resnet18":
         net, inputs = tm.resnet18_case(batch, _IMAGE)
         return cnn_ops("resnet18", batch, _IMAGE), net, inputs
@@ -112,6 +108,10 @@ def _case(tm: ModuleType, model: str, batch: int, seq_len: int
 def _families(forecast: StepForecast, alone: list[tuple[str, float]]
               ) -> dict[str, dict[str, float]]:
     """Per kernel family: forecast seconds and the family's kernels timed alone."""
+    import pandas as pd
+
+    from perfcast.measure import TORCH_OPS
+
     predicted = forecast.ops.groupby("family")["total_s"].sum()
     frame = pd.DataFrame(alone, columns=["op", "seconds"])
     measured = frame.groupby(frame["op"].map(TORCH_OPS))["seconds"].sum()
@@ -171,6 +171,16 @@ class CpuResult:
 
 def forecast_and_measure(r: ResolvedCpu) -> CpuResult:
     """X5 end to end: sweep, forecast, measure the forward, time each kernel alone."""
+    from perfcast.compose import step_time
+    from perfcast.kernels import PhysicsModel, add_target_corrections, shipped_calibration
+    from perfcast.measure import (
+        TORCH_OPS,
+        local_cpu_device,
+        measure_torch_dispatch_s,
+        run_torch_cpu_sweep,
+        with_achieved_peak,
+    )
+
     w, m, tm = r.request.workload, r.request.measurement, r.torch_models
     start = time.perf_counter()
     ops, net, inputs = _case(tm, w.model, w.batch, w.seq_len)

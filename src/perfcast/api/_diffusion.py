@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -12,9 +12,8 @@ from perfcast import __version__
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import KernelChoice
 from perfcast.api._units import MAX_BATCH
-from perfcast.compose import DiffusionForecast, Execution, forecast_diffusion
+from perfcast.compose import Execution
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel
 from perfcast.specs import (
     Cluster,
     DiffusionPipelineSpec,
@@ -22,6 +21,10 @@ from perfcast.specs import (
     get_device,
     get_diffusion_model,
 )
+
+if TYPE_CHECKING:  # the pricing layers load when a request runs, not for `diffusion --help`
+    from perfcast.compose import DiffusionForecast
+    from perfcast.kernels import ExecutionTimeModel
 
 MAX_PIXELS = 65_536  # an image edge: 8x the largest latent-diffusion outputs
 DEFAULT_EDGE_PX = 1024  # the square edge when neither --resolution nor a side is given
@@ -107,6 +110,8 @@ class DiffusionResult:
 
 
 def execute_diffusion(r: ResolvedDiffusion) -> DiffusionResult:
+    from perfcast.compose import forecast_diffusion
+
     req, s = r.request, r.request.sampler
     fc = forecast_diffusion(r.pipeline, r.machines, steps=s.steps, resolution=r.size,
                             batch=req.image.batch, guidance=s.guidance,

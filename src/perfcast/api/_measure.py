@@ -25,31 +25,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import Field, model_validator
 
 from perfcast.api._base import Group, Request, register
 from perfcast.api._choices import _shorthand
 from perfcast.errors import InputError, check_output_file, writing
-from perfcast.measure import (
-    ModelStepPlan,
-    StepMeasurements,
-    SweepInterrupted,
-    local_cpu_device,
-    measure_launch_s,
-    measure_torch_dispatch_s,
-    plan_model_steps,
-    run_cpu_sweep,
-    run_gpu_sweep,
-    run_model_steps,
-    run_torch_cpu_sweep,
-    with_achieved_peak,
-)
 from perfcast.progress import ProgressFn
 from perfcast.progress import current as current_progress
 from perfcast.specs import Device, get_device
+
+if TYPE_CHECKING:  # the harnesses (and pandas) load when a request runs, not for --help
+    import pandas as pd
+
+    from perfcast.measure import ModelStepPlan, StepMeasurements, SweepInterrupted
 
 __all__ = ["BACKENDS", "DEVICES", "SUFFIXES", "MeasureModel", "MeasureOutputs",
            "MeasureRequest", "MeasureResult", "MeasureSweep", "MeasureTarget",
@@ -181,6 +171,8 @@ def _split(text: str | None) -> list[str] | None:
 def _model_plan(request: MeasureRequest, kind: str) -> ModelStepPlan | None:
     """The model's kernels and steps to time (None without --model); every refusal names
     its option."""
+    from perfcast.measure import plan_model_steps
+
     m = request.model
     if m.name is None and m.config is None:
         option = request.first_given(*_MODEL_ONLY)
@@ -224,6 +216,8 @@ def resolve_measure(request: MeasureRequest) -> ResolvedMeasure:
 def _kernels(r: ResolvedMeasure, progress: ProgressFn | None) -> pd.DataFrame:
     """The model's own kernel shapes timed (torch, one CPU thread; or the CUDA sweep, graph
     timed, at the model's shapes of the kinds it has, in the steps' dtype)."""
+    from perfcast.measure import local_cpu_device, run_gpu_sweep, run_torch_cpu_sweep
+
     s, plan = r.request.sweep, r.plan
     if r.kind == "cuda":
         return run_gpu_sweep(repeats=s.repeats, seed=s.seed, shapes=plan.gpu_shapes,
@@ -236,6 +230,8 @@ def _kernels(r: ResolvedMeasure, progress: ProgressFn | None) -> pd.DataFrame:
 def _sweep(r: ResolvedMeasure, progress: ProgressFn | None) -> pd.DataFrame:
     """The timed rows: numpy or torch kernels on one CPU thread, or torch kernels on cuda
     (with --model: the model's own); `progress(done, total)` after each row."""
+    from perfcast.measure import run_cpu_sweep, run_gpu_sweep, run_torch_cpu_sweep
+
     s = r.request.sweep
     if r.plan is not None:
         return _kernels(r, progress)
@@ -255,6 +251,8 @@ def _gpu_spec(name: str) -> Device | None:
 def _with_torch_dispatch(spec: Device) -> Device:
     """The CPU spec with torch's per-op dispatch as its launch overhead (what an eager torch
     model pays per kernel on this CPU)."""
+    from perfcast.measure import measure_torch_dispatch_s
+
     sources = {**spec.sources, "kernel_launch_overhead_s": (
         "measured: median seconds of one eager torch op (an allocating add) on 1-element "
         "fp32 tensors, one thread")}
@@ -265,6 +263,8 @@ def _with_torch_dispatch(spec: Device) -> Device:
 def _with_launch(spec: Device) -> Device:
     """The GPU's catalog spec with this host's measured launch cost of one tiny kernel
     (eager, back to back) as its launch overhead."""
+    from perfcast.measure import measure_launch_s
+
     sources = {**spec.sources, "kernel_launch_overhead_s": (
         "measured by perfcast measure: median host seconds per eager launch of a tiny "
         "kernel, back to back, on this host")}
@@ -276,6 +276,8 @@ def _device_spec(r: ResolvedMeasure, df: pd.DataFrame) -> Device | None:
     """The spec written beside the rows: the local CPU (one thread; with torch's dispatch as
     launch overhead for torch kernels), or the catalog GPU the sweep ran on (None if the
     catalog lacks it)."""
+    from perfcast.measure import local_cpu_device, with_achieved_peak
+
     if r.kind == "cuda":
         spec = _gpu_spec(str(df["device"].iloc[0]))
         return None if spec is None else _with_launch(spec)
@@ -368,6 +370,8 @@ def _keep(stop: SweepInterrupted, out: Path) -> SweepInterrupted:
     """Ctrl-C in the sweep: the rows timed so far written to `out` (none timed: nothing
     written), and a device spec an earlier run left there removed (--force allowed both
     files to be replaced; it would describe other rows). The same stop, with where."""
+    from perfcast.measure import SweepInterrupted
+
     if stop.rows.empty:
         return stop
     _write(stop.rows, out)
@@ -385,6 +389,8 @@ def _offset(progress: ProgressFn | None, before: int, after: int) -> ProgressFn 
 def _steps(r: ResolvedMeasure, df: pd.DataFrame, progress: ProgressFn | None
            ) -> StepMeasurements | None:
     """--model: its whole steps timed after its kernels (Ctrl-C keeps the kernel rows)."""
+    from perfcast.measure import SweepInterrupted, run_model_steps
+
     if r.plan is None:
         return None
     s = r.request.sweep
@@ -399,6 +405,8 @@ def execute_measure(r: ResolvedMeasure) -> MeasureResult:
     """Run the sweep (with --model: the model's kernels, then its steps), then write the
     rows, the device spec and the steps; progress (`perfcast.progress`) counts rows and
     steps timed, of all. Ctrl-C in the sweep keeps its rows (`_keep`)."""
+    from perfcast.measure import SweepInterrupted
+
     started, progress = time.perf_counter(), current_progress()
     cases = 0 if r.plan is None else len(r.plan.cases)
     try:

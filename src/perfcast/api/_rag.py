@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -17,10 +17,8 @@ from perfcast.api._choices import (
 )
 from perfcast.api._infer import inference_plan
 from perfcast.api._units import MAX_GPUS, MAX_TOKENS
-from perfcast.comm import CollectiveModel
-from perfcast.compose import HOST_PROFILES, Execution, RAGForecast, forecast_rag
+from perfcast.compose import HOST_PROFILES, Execution
 from perfcast.errors import InputError
-from perfcast.kernels import ExecutionTimeModel
 from perfcast.ops import INDEX_KINDS, VectorIndex
 from perfcast.specs import (
     Cluster,
@@ -31,6 +29,11 @@ from perfcast.specs import (
     get_device,
     get_model,
 )
+
+if TYPE_CHECKING:  # the pricing layers load when a request runs, not for `rag --help`
+    from perfcast.comm import CollectiveModel
+    from perfcast.compose import RAGForecast
+    from perfcast.kernels import ExecutionTimeModel
 
 __all__ = ["SEARCH_DEVICES", "RagEngine", "RagIndex", "RagModels", "RagPlan", "RagRequest",
            "RagResult", "RagWorkload", "ResolvedRag"]
@@ -169,6 +172,8 @@ class RagResult:
 
 
 def execute_rag(r: ResolvedRag) -> RagResult:
+    from perfcast.compose import forecast_rag
+
     w, e, ix = r.request.workload, r.request.engine, r.index
     fc = forecast_rag(r.generator, r.embedder, r.machines, ix, search_cluster=r.search_machines,
                       query_tokens=w.query_tokens, top_k=w.top_k, chunk_tokens=w.chunk_tokens,

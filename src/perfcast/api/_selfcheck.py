@@ -21,7 +21,6 @@ from pydantic import Field
 from perfcast.api._base import Group, Request, register, run
 from perfcast.api._calibrate import CalibrateRequest, CalibrateResult
 from perfcast.api._measure import MeasureRequest, MeasureResult
-from perfcast.ops import CNN_MODELS
 
 DEFAULT_SEQ_LEN = 64  # tokens per sequence of a transformer's steps: seconds on one core
 
@@ -101,6 +100,8 @@ class SelfCheckResult:
 
 
 def _run_in(folder: Path, r: ResolvedSelfCheck) -> tuple[MeasureResult, CalibrateResult]:
+    from perfcast.ops import CNN_MODELS
+
     w, o = r.request.workload, r.request.outputs
     data = folder / "measurements.parquet"
     extra = {"runners": "perfcast"} if w.quick else {}

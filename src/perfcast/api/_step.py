@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
@@ -34,21 +34,8 @@ from perfcast.api._choices import (
 )
 from perfcast.api._engine_host import engine_host
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
-from perfcast.comm import CollectiveModel
-from perfcast.compose import (
-    Execution,
-    ParallelStep,
-    StepForecast,
-    chrome_trace,
-    data_parallel_step,
-    pipeline_step,
-    step_time,
-    step_timeline,
-)
-from perfcast.compose._vision import CNNInference, cnn_inference
+from perfcast.compose import Execution
 from perfcast.errors import InputError, check_output_file, writing
-from perfcast.kernels import ExecutionTimeModel
-from perfcast.ops import CNN_MODELS, EAGER_LOGITS, EAGER_MODES, eager_ops
 from perfcast.specs import (
     Cluster,
     Device,
@@ -62,7 +49,12 @@ from perfcast.specs import (
     get_device,
     parse_dtype,
 )
-from perfcast.train import eager_step_memory
+
+if TYPE_CHECKING:  # the pricing layers load when a request runs, not for `step --help`
+    from perfcast.comm import CollectiveModel
+    from perfcast.compose import ParallelStep, StepForecast
+    from perfcast.compose._vision import CNNInference
+    from perfcast.kernels import ExecutionTimeModel
 
 __all__ = ["ResolvedCNNStep", "ResolvedStep", "StepEngine", "StepHardware", "StepOutputs",
            "StepPlan", "StepPrecision", "StepRequest", "StepResult", "StepStack", "StepWorkload",
@@ -229,6 +221,8 @@ class ResolvedCNNStep:
 
 def resolve_step(request: StepRequest) -> ResolvedStep | ResolvedCNNStep:
     """Checks in the order the command always made them, then the specs."""
+    from perfcast.ops import CNN_MODELS, EAGER_MODES
+
     if request.model.name in CNN_MODELS:
         return _resolve_cnn(request)
     w, plan = request.workload, request.plan
@@ -303,6 +297,8 @@ def _check_workload(w: StepWorkload) -> None:
     """Decode needs --context and runs one new token per sequence (--seq-len is unused there:
     the payload records 1); no other mode takes --context; training computes every
     position's logits."""
+    from perfcast.ops import EAGER_LOGITS
+
     if w.logits not in EAGER_LOGITS:
         raise InputError("logits", f"unknown logits {w.logits!r}", list(EAGER_LOGITS))
     if w.mode == "decode":
@@ -383,6 +379,8 @@ def _phases(step: StepForecast) -> dict[str, float]:
 def _parallel(r: ResolvedStep, one: StepForecast) -> ParallelStep | None:
     """DDP: fp32 gradients of a tp shard all-reduced over dp; pipeline: one micro-batch's
     activations sent across each stage boundary."""
+    from perfcast.compose import data_parallel_step, pipeline_step
+
     p, w = r.request.plan, r.request.workload
     if p.dp > 1:
         return data_parallel_step(one, 4.0 * r.model.total_params() / p.tp, r.machines, p.dp,
@@ -399,6 +397,9 @@ def _new_tokens(r: ResolvedStep) -> int:
 
 
 def execute_step(r: ResolvedStep | ResolvedCNNStep) -> StepResult:
+    from perfcast.compose import chrome_trace, step_time, step_timeline
+    from perfcast.ops import eager_ops
+
     if isinstance(r, ResolvedCNNStep):
         return _execute_cnn(r)
     q = r.request
@@ -429,6 +430,9 @@ def _execute_cnn(r: ResolvedCNNStep) -> StepResult:
     """`compose.cnn_inference` on the stack's launch mode and fusion (fused: batch norm and
     ReLU folded into the convs), with its notes (e.g. borrowed tensor-core conv
     efficiency)."""
+    from perfcast.compose import chrome_trace, step_timeline
+    from perfcast.compose._vision import cnn_inference
+
     q, s = r.request, r.stack
     w = q.workload
     fc: CNNInference = cnn_inference(q.model.name, w.batch, r.machines, r.dtype.value,
@@ -452,6 +456,8 @@ def _execute_cnn(r: ResolvedCNNStep) -> StepResult:
 def _memory(r: ResolvedStep, seq_len: int) -> dict[str, float]:
     """Bytes per GPU of the step (train.eager_step_memory), model states under the stack's
     training memory policy; full recompute keeps each layer's input, not its activations."""
+    from perfcast.train import eager_step_memory
+
     q, w = r.request, r.request.workload
     batch = w.batch // q.plan.dp
     logits = batch if (w.logits == "last" or w.mode == "decode"

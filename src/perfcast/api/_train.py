@@ -24,10 +24,7 @@ from perfcast.api._choices import Hardware, KernelChoice, ModelChoice, StackChoi
 from perfcast.api._engine_host import engine_host
 from perfcast.api._network import NetworkOptions, network_summary
 from perfcast.api._units import MAX_BATCH, MAX_GPUS, MAX_TOKENS
-from perfcast.compose import EagerGraph
 from perfcast.errors import InputError, check_output_file, writing
-from perfcast.kernels import ExecutionTimeModel
-from perfcast.ops import CNN_MODELS
 from perfcast.specs import (
     Cluster,
     ModelSpec,
@@ -40,30 +37,22 @@ from perfcast.specs import (
     parse_dtype,
     stack_names,
 )
-from perfcast.train import (
-    RECOMPUTE,
-    STACKS,
-    CNNTrainForecast,
-    CommOverlap,
-    MemoryBudget,
-    RLHFForecast,
-    ScaleEffects,
-    TrainForecast,
-    TrainJob,
-    forecast_cnn_training,
-    forecast_training,
-    rlhf_step,
-    stack_overlap,
-    stack_time_model,
-    sweep_plans,
-    training_precision,
-)
-from perfcast.train import memory_policy as memory_policy_preset
+from perfcast.train import ScaleEffects
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the pricing layers load when a request runs, not for `train --help`
     import pandas as pd
 
+    from perfcast.compose import EagerGraph
+    from perfcast.kernels import ExecutionTimeModel
     from perfcast.report import TrainSchedule
+    from perfcast.train import (
+        CNNTrainForecast,
+        CommOverlap,
+        MemoryBudget,
+        RLHFForecast,
+        TrainForecast,
+        TrainJob,
+    )
 
 __all__ = ["CNNTrainResult", "PlanSearch", "RLHFOptions", "RLHFResult", "ResolvedCNNTrain",
            "ResolvedRLHF", "ResolvedTrain", "ResolvedTrainSweep", "TrainKernels",
@@ -253,6 +242,8 @@ class TrainMemory(Group):
                                      "under recomputation/ZeRO, GMLake 2024).")
 
     def spec(self) -> MemoryBudget:
+        from perfcast.train import MemoryBudget
+
         return MemoryBudget(allocator_reserve=self.allocator_reserve)
 
 
@@ -304,6 +295,8 @@ class ResolvedTrain:
     inputs: dict[str, Any]
 
     def execute(self) -> TrainResult:
+        from perfcast.train import forecast_training
+
         fc = forecast_training(self.job, time_model=self.time_model)
         _check_fits(fc, self.job.cluster, self.request.allow_oom)
         result = TrainResult(self.request, self.inputs, fc, self.job, self.time_model)
@@ -333,6 +326,8 @@ class ResolvedTrainSweep:
     graph: EagerGraph | None
 
     def execute(self) -> TrainSweepResult:
+        from perfcast.train import sweep_plans
+
         w, r = self.request.workload, self.request.recipe
         table = sweep_plans(self.model, self.machines, seq_len=w.seq_len,
                             global_batch=self.global_batch, num_gpus=self.num_gpus,
@@ -358,6 +353,8 @@ class ResolvedRLHF:
     inputs: dict[str, Any]
 
     def execute(self) -> RLHFResult:
+        from perfcast.train import rlhf_step
+
         q, w = self.request.rlhf_step, self.request.workload
         step = rlhf_step(self.model, self.machines, prompts=self.prompts,
                          prompt_tokens=w.seq_len, response_tokens=q.response_tokens,
@@ -381,6 +378,8 @@ class ResolvedCNNTrain:
     inputs: dict[str, Any]
 
     def execute(self) -> CNNTrainResult:
+        from perfcast.train import forecast_cnn_training
+
         w = self.request.workload
         fc = forecast_cnn_training(self.model, self.machines, self.num_gpus, w.micro_batch,
                                    w.global_batch, self.dtype, self.time_model)
@@ -392,6 +391,9 @@ Resolved = ResolvedTrain | ResolvedTrainSweep | ResolvedRLHF | ResolvedCNNTrain
 
 def resolve_train(request: TrainRequest) -> Resolved:
     """Which question the request asks, with its specs and every default chosen."""
+    from perfcast.ops import CNN_MODELS
+    from perfcast.train import RECOMPUTE, STACKS, TrainJob, stack_time_model, training_precision
+
     cnn = request.model.name in CNN_MODELS
     sweep, rlhf = request.search.sweep, request.rlhf_step.rlhf
     if sweep and rlhf:
@@ -464,6 +466,9 @@ def _graph(stack: Stack, model: ModelSpec, rlhf: bool, policy: str,
     under autocast when the memory policy runs fp32 parameters under torch.autocast
     (torch-amp) at a 16-bit dtype; None: the Megatron-style table (other stacks, RLHF's PPO
     step, MoE models)."""
+    from perfcast.compose import EagerGraph
+    from perfcast.train import memory_policy as memory_policy_preset
+
     if stack.training_graph != "eager" or rlhf or model.moe is not None:
         return None
     autocast = (memory_policy_preset(policy).autocast
@@ -507,6 +512,8 @@ def _overlap(stack: Stack, plan: TrainPlan, searched: bool = False) -> CommOverl
     """What hiding collectives costs under `stack`: a fitted profile's overlap loss (plus
     SM contention), SM contention alone for every other stack; TP overlap as asked (for
     every plan with tp > 1 the search tries, when `searched`)."""
+    from perfcast.train import STACKS, CommOverlap, stack_overlap
+
     if plan.tp_comm_overlap and plan.tp == 1 and not searched:
         raise InputError("tp_comm_overlap", "there is no TP communication to overlap at "
                          "tp=1", "--tp > 1, or no --tp-comm-overlap")
@@ -531,6 +538,8 @@ def _check_pipeline_sharding(plan: ParallelPlan, stack: Stack) -> None:
 def _memory_policy(name: str | None, precision: Precision, rlhf: bool) -> str:
     """The memory policy preset's name (None: the default), checked against the dtype; the
     RLHF step keeps its own accounting, so a policy is refused there."""
+    from perfcast.train import memory_policy as memory_policy_preset
+
     policy = memory_policy_preset(name)
     if rlhf and name is not None:
         raise InputError("memory_policy", "the RLHF step keeps amp model states",

@@ -20,7 +20,6 @@ from perfcast.cli._common import (
 )
 from perfcast.cli._console import Table, new_console
 from perfcast.cli._progress import interrupted, progress_bar
-from perfcast.measure import SweepInterrupted
 
 
 def _print(result: MeasureResult) -> None:
@@ -120,6 +119,8 @@ def measure(
 def _kept(stop: KeyboardInterrupt) -> str:
     """What Ctrl-C left: the rows timed so far in the output (no device spec), or nothing
     (stopped before the first shape, e.g. while torch loads)."""
+    from perfcast.measure import SweepInterrupted  # loaded: the request ran
+
     if not isinstance(stop, SweepInterrupted) or stop.path is None:
         return "no shape had been timed; nothing written. Rerun the same command"
     return (f"{len(stop.rows)} of {stop.planned} rows timed so far written to {stop.path} "

@@ -12,13 +12,12 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
 
 from perfcast import __version__
-from perfcast.api import COMMANDS, CapacityRequest, CapacityResult, command_for
+from perfcast.api import COMMAND_NAMES, command_for
 from perfcast.cli._common import (
     FormatOption,
     JsonOption,
@@ -30,17 +29,12 @@ from perfcast.cli._common import (
 from perfcast.cli._console import Table, new_console
 from perfcast.cli._progress import interrupted, progress_bar
 from perfcast.errors import InputError, close_matches
-from perfcast.sweep import (
-    PARTS_DIR,
-    RESULTS_FILE,
-    choose_backend,
-    expand_grid,
-    parse_assignment,
-    point_key,
-    run_sweep,
-)
 from perfcast.sweep._point import run_point
-from perfcast.sweep._store import read_parts
+
+if TYPE_CHECKING:  # the sweep engine and pandas load when a command runs, not for --help
+    import pandas as pd
+
+    from perfcast.api import CapacityResult
 
 __all__ = ["capacity", "query", "run_point", "sweep"]
 
@@ -71,7 +65,7 @@ def _scenario_base(scenario: Path | None, command: str | None, variant: str | No
                          "FILE.yaml or --command NAME")
     if scenario is None:
         if command is None:
-            raise InputError("command", "give a scenario file or --command", sorted(COMMANDS))
+            raise InputError("command", "give a scenario file or --command", sorted(COMMAND_NAMES))
         return command, {}
     try:
         from perfcast.suite import load_scenario
@@ -86,6 +80,8 @@ def sweep_points(scenario: Path | None, command: str | None, sets: list[str],
                  grids: list[str], variant: str | None = None
                  ) -> tuple[str, list[dict[str, Any]], list[str]]:
     """(command, the points, the swept option names) from the command line's pieces."""
+    from perfcast.sweep import expand_grid, parse_assignment
+
     if variant is not None and scenario is None:
         raise InputError("variant", "a variant needs a scenario file", "FILE.yaml --variant")
     command, base = _scenario_base(scenario, command, variant)
@@ -97,6 +93,8 @@ def sweep_points(scenario: Path | None, command: str | None, sets: list[str],
 
 
 def _metric_columns(frame: pd.DataFrame, command: str, metrics: str | None) -> list[str]:
+    import pandas as pd
+
     if metrics:
         wanted = [f"out.{m.strip()}" for m in metrics.split(",") if m.strip()]
         missing = [m for m in wanted if m not in frame.columns and (frame.status == "ok").any()]
@@ -146,6 +144,9 @@ def _run_points(points: list[dict[str, Any]], out: Path, backend: str, workers: 
                 show: bool) -> pd.DataFrame:
     """`run_sweep` with the CLI's progress bar (when `show` and stderr is a terminal); on
     Ctrl-C, how many points are kept in `out` (the finished ones are, in parts/)."""
+    from perfcast.sweep import point_key, run_sweep
+    from perfcast.sweep._store import read_parts
+
     try:
         with progress_bar("sweep", quiet=not show) as bar:
             return run_sweep(points, run_point, out, backend=backend, workers=workers,
@@ -163,7 +164,7 @@ def sweep(
     scenario: Annotated[Path | None, typer.Argument(
         help="Scenario YAML: its command and options are the base the grid varies.")] = None,
     command: Annotated[str | None, typer.Option(
-        help="The command to sweep when no scenario is given: " + ", ".join(COMMANDS))] = None,
+        help="The command to sweep when no scenario is given: " + ", ".join(COMMAND_NAMES))] = None,
     variant: Annotated[str | None, typer.Option(
         help="The scenario variant whose options are the base.")] = None,
     sets: Annotated[list[str] | None, typer.Option(
@@ -187,6 +188,8 @@ def sweep(
     format_out: FormatOption = None,
 ) -> None:
     """Run a command over a grid of options; results to Parquet (query with `perfcast query`)."""
+    from perfcast.sweep import choose_backend
+
     fmt = output_format(json_out, format_out)
     command, points, swept = sweep_points(scenario, command, sets or [], grids or [], variant)
     frame = _run_points(points, out, choose_backend(ray), workers, progress and fmt != "json")
@@ -210,6 +213,8 @@ def _print_sweep(frame: pd.DataFrame, shown: list[str], command: str, summary: d
 
 def _parquet_source(source: Path) -> str:
     """The Parquet path (or glob, for an unfinished sweep's parts) behind `source`."""
+    from perfcast.sweep import PARTS_DIR, RESULTS_FILE
+
     if source.is_dir():
         if (source / RESULTS_FILE).is_file():
             return str(source / RESULTS_FILE)
@@ -331,4 +336,5 @@ def capacity(
     format_out: FormatOption = None,
 ) -> None:
     """Cheapest GPU type x TP x replicas meeting P99 TTFT/TPOT SLOs at a target QPS (X15)."""
-    answer(CapacityRequest, locals(), _print_capacity, progress="capacity: candidates")
+    answer(command_for("capacity").request, locals(), _print_capacity,  # its module: to run
+           progress="capacity: candidates")

@@ -38,7 +38,6 @@ from perfcast.cli._console import (
     new_console,
 )
 from perfcast.cli._train_cnn import print_cnn
-from perfcast.train import ITERATION_PARTS, SCALE_PARTS
 
 # Help panels after the model and hardware (typer's "Options"); the advanced ones wait for
 # --help-all.
@@ -227,6 +226,8 @@ _NOT_PARTS = {"comm_total_s": "comm_total_s (all collectives; not a part)",
 def _breakdown_table(breakdown: dict[str, float]) -> Table:
     """The iteration's parts (ITERATION_PARTS, zero scale effects left out), then what they
     include or leave out, labelled so that only the parts add up."""
+    from perfcast.train import ITERATION_PARTS, SCALE_PARTS
+
     b = Table(title="Where the time goes (seconds; parts sum to the iteration)")
     b.add_column("part")
     b.add_column("seconds", justify="right")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -24,22 +24,10 @@ from perfcast.cli._progress import (
     progress_bar,
     progress_stage,
 )
-from perfcast.validate import (
-    KERNEL_CHECK_SPLITS,
-    MODEL_TARGET_MAPE,
-    SERVING_TARGETS,
-    TARGETS,
-    TRAINING_TARGET_MAPE,
-    ValidationReport,
-    calibration_report,
-    check_out_dir,
-    collectives_report,
-    coverage_lines,
-    kernels_report,
-    models_report,
-    serving_report,
-    training_report,
-)
+from perfcast.validate import KERNEL_CHECK_SPLITS
+
+if TYPE_CHECKING:  # a check's data and models load when it runs, not for --help
+    from perfcast.validate import ValidationReport
 
 validate_app = typer.Typer(help="Accuracy against real measurements.", no_args_is_help=True)
 KERNEL_METHODS = ("roofline", "cross_generation", "learned", "target_measured",
@@ -136,6 +124,8 @@ def kernels(
 ) -> None:
     """Per device x family MAPE and P90 APE: plain roofline, cross-generation, target-measured
     (physical and learned kernel models)."""
+    from perfcast.validate import kernels_report
+
     fmt = output_format(json_out, format_out)
     with _running("kernels: held-out devices", out, fmt == "json") as bar:
         report = kernels_report(split, quick, train_rows, test_rows, out, seed, by,
@@ -144,6 +134,8 @@ def kernels(
 
 
 def _print_kernels(report: ValidationReport, out: Console) -> None:
+    from perfcast.validate import TARGETS
+
     if report.extras.get("by") == "stack":
         _print_stack_kernels(report, out)
         return
@@ -196,6 +188,8 @@ def calibration_cmd(
 ) -> None:
     """Per device x family: a calibration fitted on 10% of the device's rows (as `perfcast
     calibrate` fits it) against no calibration, on the other 90%, beside the roofline."""
+    from perfcast.validate import calibration_report
+
     fmt = output_format(json_out, format_out)
     with _running("calibration: held-out devices", out, fmt == "json") as bar:
         report = calibration_report(quick, source, out, seed, progress=bar)
@@ -257,6 +251,8 @@ def models_cmd(
     format_out: FormatOption = None,
 ) -> None:
     """Whole-model forecasts against measured model times, beside the baselines."""
+    from perfcast.validate import models_report
+
     fmt = output_format(json_out, format_out)
     with _running("models: configurations", out, fmt == "json") as bar:
         report = models_report(out, per_op, progress=bar)
@@ -264,6 +260,8 @@ def models_cmd(
 
 
 def _print_models(report: ValidationReport, out: Console) -> None:
+    from perfcast.validate import MODEL_TARGET_MAPE
+
     rows = report.rows
     out.print(_models_table(rows))
     op = rows[rows["split"] == "per_op"]
@@ -303,6 +301,8 @@ def serving_cmd(
     format_out: FormatOption = None,
 ) -> None:
     """Median and P90 APE of TTFT and of TPOT against measured serving benchmarks."""
+    from perfcast.validate import serving_report
+
     fmt = output_format(json_out, format_out)
     with _running(f"serving ({mode}): points", out, fmt == "json") as bar:
         report = serving_report(method, points_per_group, seed, arch, mode, by, exclude_seed,
@@ -333,6 +333,8 @@ def _backend_table(rows, stack: str | None) -> Table:
 
 
 def _print_serving(report: ValidationReport, out: Console) -> None:
+    from perfcast.validate import SERVING_TARGETS, coverage_lines
+
     if report.extras.get("by") == "backend":
         out.print(_backend_table(report.rows, report.extras.get("stack")))
     else:
@@ -364,6 +366,8 @@ def training_cmd(
     format_out: FormatOption = None,
 ) -> None:
     """MAPE of tokens/s and MFU against MosaicML's measured MPT training grid (216 runs)."""
+    from perfcast.validate import training_report
+
     fmt = output_format(json_out, format_out)
     with _running("training: points", None, fmt == "json") as bar:
         report = training_report(method, split, by, progress=bar)
@@ -371,6 +375,8 @@ def training_cmd(
 
 
 def _print_training(report: ValidationReport, out: Console) -> None:
+    from perfcast.validate import TRAINING_TARGET_MAPE
+
     out.print(_method_table(report.rows, ["split", "device", "group", "n"], "mape", "MAPE",
                             "Training: MAPE of tokens/s and MFU"))
     overall = report.rows[(report.rows["device"] == "all") & (report.rows["by"] == "metric")
@@ -399,6 +405,8 @@ def collectives_cmd(
     format_out: FormatOption = None,
 ) -> None:
     """Collective MAPE per split x device x collective/size regime, beside two baselines."""
+    from perfcast.validate import collectives_report
+
     fmt = output_format(json_out, format_out)
     with _running("collectives: splits", out, fmt == "json") as bar:
         report = collectives_report(split, table7, out, progress=bar)
@@ -444,6 +452,8 @@ def all_cmd(
 ) -> None:
     """Every accuracy check in turn: kernels, models, serving (aggregated and disaggregated),
     training and collectives, each beside its baseline."""
+    from perfcast.validate import check_out_dir
+
     check_out_dir(out)
 
     def sub(name: str) -> Path | None:

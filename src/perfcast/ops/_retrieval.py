@@ -13,14 +13,16 @@ top-k over candidates, like token sampling over a vocabulary).
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from perfcast.errors import InputError
 from perfcast.ops._batch import Batch
-from perfcast.ops._table import OpRows
-from perfcast.ops._transformer import step_ops
 from perfcast.specs import ModelSpec, ParallelPlan, Precision, bytes_per_element, parse_dtype
+
+if TYPE_CHECKING:  # op tables are built when priced, not when `rag --help` lists the kinds
+    import pandas as pd
+
+    from perfcast.ops._table import OpRows
 
 __all__ = ["INDEX_KINDS", "VectorIndex", "embed_ops", "search_ops"]
 
@@ -93,6 +95,8 @@ def _select(rows: OpRows, op: str, candidates: float, k: int) -> None:
 
 def search_ops(index: VectorIndex, top_k: int = 5) -> pd.DataFrame:
     """The op table of one query against `index`, returning `top_k` neighbours."""
+    from perfcast.ops._table import OpRows
+
     if int(top_k) != top_k or top_k < 1:
         raise InputError("top_k", f"must be a whole number >= 1, got {top_k}", ">= 1")
     rows, d = OpRows(), index.dim
@@ -116,6 +120,11 @@ def search_ops(index: VectorIndex, top_k: int = 5) -> pd.DataFrame:
 def embed_ops(model: ModelSpec, query_tokens: int, precision: Precision) -> pd.DataFrame:
     """A BERT-style embedding model on one query: the encoder layers of `step_ops` without
     its LM head, then BertModel's pooler (dense + tanh on [CLS]) and the L2 normalisation."""
+    import pandas as pd
+
+    from perfcast.ops._table import OpRows
+    from perfcast.ops._transformer import step_ops
+
     if model.kind != "encoder":
         raise InputError("embed_model", f"{model.name} is a {model.kind}, not an encoder",
                          "a BERT-style encoder, e.g. bge-large-en-v1.5")

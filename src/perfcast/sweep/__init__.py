@@ -7,23 +7,21 @@ commands; the one `perfcast sweep` gives it (`_point.run_point`) runs a point's 
 through `perfcast.api.run`.
 """
 
-from perfcast.api._backends import BACKENDS, choose_backend
-from perfcast.api._capacity_search import (
-    Slo,
-    bisect_max,
-    capacity_search,
-    qps_ladder,
-    search_candidate,
-)
-from perfcast.api._prices import gpu_prices, parse_prices
-from perfcast.sweep._engine import evaluate_point, run_sweep
-from perfcast.sweep._grid import expand_grid, parse_assignment, parse_scalar, point_key
-from perfcast.sweep._store import PARTS_DIR, RESULTS_FILE
-from perfcast.sweep._table import flatten_payload
+from perfcast import _lazy_exports
 
-__all__ = [
-    "BACKENDS", "PARTS_DIR", "RESULTS_FILE", "Slo", "bisect_max", "capacity_search",
-    "choose_backend", "evaluate_point", "expand_grid", "flatten_payload", "gpu_prices",
-    "parse_assignment", "parse_prices", "parse_scalar", "point_key",
-    "qps_ladder", "run_sweep", "search_candidate",
-]
+# Module -> the public names it provides, each imported on first use (PEP 562): `sweep
+# --help` and the point function load none of the engine (pandas, pyarrow, the capacity
+# search).
+_EXPORTS = {
+    "perfcast.api._backends": ("BACKENDS", "choose_backend"),
+    "perfcast.api._capacity_search": ("Slo", "bisect_max", "capacity_search", "qps_ladder",
+        "search_candidate"),
+    "perfcast.api._prices": ("gpu_prices", "parse_prices"),
+    "_engine": ("evaluate_point", "run_sweep"),
+    "_grid": ("expand_grid", "parse_assignment", "parse_scalar", "point_key"),
+    "_store": ("PARTS_DIR", "RESULTS_FILE"),
+    "_table": ("flatten_payload",),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+
+__all__ = [name for names in _EXPORTS.values() for name in names]  # pinned: tests

@@ -26,12 +26,8 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from scipy.integrate import trapezoid
-from scipy.special import log_ndtr, ndtr, ndtri
 
 from perfcast.errors import InputError, from_validation_error
-from perfcast.ops._training import lora_params
-from perfcast.train._memory import state_bytes_per_param
 
 __all__ = ["SCALE_PARTS", "ScaleEffects", "expected_max_normal", "max_normal_quantile",
            "scale_columns", "trainable_params"]
@@ -104,6 +100,9 @@ _OFF = ScaleEffects()
 def expected_max_normal(ranks: np.ndarray) -> np.ndarray:
     """E[max of R iid standard normals]: the integral of its CDF Phi^R (module docstring),
     once per distinct R; 0 for R = 1, non-decreasing in R."""
+    from scipy.integrate import trapezoid  # scipy loads when a scale effect is priced
+    from scipy.special import log_ndtr
+
     r = np.asarray(ranks, dtype=float)
     distinct, where = np.unique(r, return_inverse=True)
     cdf = np.exp(distinct[:, None] * log_ndtr(_GRID)[None, :])
@@ -115,6 +114,8 @@ def expected_max_normal(ranks: np.ndarray) -> np.ndarray:
 
 def max_normal_quantile(q: float, ranks: np.ndarray) -> np.ndarray:
     """The q-quantile of the max of R iid standard normals: Phi^-1(q^(1/R)), exact."""
+    from scipy.special import ndtri
+
     return ndtri(np.power(q, 1.0 / np.asarray(ranks, dtype=float)))
 
 
@@ -124,6 +125,8 @@ def _mixture_quantile(q: float, sigma: np.ndarray, ranks: np.ndarray, stall: np.
     excess (sigma x max of R normals), plus `stall` seconds on a `share` of iterations
     (the checkpoint ones). Bisection on the mixture's CDF, which is bracketed by the
     excess's own quantile and that plus the stall; deterministic."""
+    from scipy.special import ndtr
+
     lo = sigma * max_normal_quantile(q, ranks)
     hi = lo + stall
 
@@ -142,6 +145,8 @@ def _mixture_quantile(q: float, sigma: np.ndarray, ranks: np.ndarray, stall: np.
 
 def trainable_params(job) -> float:
     """Parameters the job trains (and checkpoints): the LoRA adapters, else the model's."""
+    from perfcast.ops._training import lora_params
+
     if job.lora_rank:
         return float(lora_params(job.model, job.lora_rank))
     return float(job.model.total_params())
@@ -149,6 +154,8 @@ def trainable_params(job) -> float:
 
 def _checkpoint(jobs: list, iteration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(stall seconds per checkpoint, share of iterations that checkpoint) per job."""
+    from perfcast.train._memory import state_bytes_per_param
+
     stall, share = np.zeros(len(jobs)), np.zeros(len(jobs))
     for i, job in enumerate(jobs):
         s = job.scale

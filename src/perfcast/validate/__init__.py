@@ -1,101 +1,36 @@
-"""Accuracy of perfcast's forecasts against shipped real measurements."""
+"""Accuracy of perfcast's forecasts against shipped real measurements.
 
-from perfcast.validate._calibration_check import (
-    CALIBRATION_METHODS,
-    CALIBRATION_SOURCES,
-    calibration_report,
-    summarise_calibration,
-    validate_calibration,
-)
-from perfcast.validate._collectives import (
-    COLLECTIVE_SPLITS,
-    MULTI_NODE_METHOD,
-    MULTI_NODE_POOLED,
-    collective_table7,
-    validate_collectives,
-)
-from perfcast.validate._gemm_baseline import gemm_baseline, gemm_ops, load_gemm_slice
-from perfcast.validate._kernels import (
-    TARGETS,
-    KernelSplit,
-    kernel_residuals,
-    kernel_splits,
-    summarise,
-    validate_kernels,
-)
-from perfcast.validate._models import (
-    MODEL_TARGET_MAPE,
-    forecast_model_label,
-    load_layer_op_labels,
-    load_model_labels,
-    validate_models,
-)
-from perfcast.validate._reports import (
-    KERNEL_CHECK_SPLITS,
-    ValidationReport,
-    check_out_dir,
-    collectives_report,
-    coverage_lines,
-    kernels_report,
-    models_report,
-    serving_report,
-    training_report,
-)
-from perfcast.validate._serving import (
-    SERVING_TARGETS,
-    analytic_point,
-    load_serving_points,
-    point_precision,
-    sample_serving_points,
-    serving_residuals,
-    validate_serving,
-)
-from perfcast.validate._serving_disagg import disagg_point, load_disagg_points
-from perfcast.validate._serving_sim import engine_point
-from perfcast.validate._serving_step import validate_serving_steps
-from perfcast.validate._silicon import (
-    SiliconDeployment,
-    coverage_summary,
-    load_silicon_rows,
-    silicon_coverage,
-    silicon_deployments,
-)
-from perfcast.validate._training import (
-    TRAINING_METHODS,
-    TRAINING_TARGET_MAPE,
-    TRAINING_TARGET_UNDER,
-    load_training_points,
-    mosaicml_mfu,
-    points_from_csv,
-    roofline_point,
-    training_job,
-    training_point,
-    training_residuals,
-)
-from perfcast.validate._training_calibration import (
-    StackScaled,
-    load_training_calibration,
-    validate_training,
-)
+Names load on first use (PEP 562): `validate --help` and one check load none of the others'
+data and models."""
 
-__all__ = [
-    "CALIBRATION_METHODS", "CALIBRATION_SOURCES", "calibration_report",
-    "summarise_calibration", "validate_calibration",
-    "COLLECTIVE_SPLITS", "MULTI_NODE_METHOD", "MULTI_NODE_POOLED", "collective_table7",
-    "validate_collectives",
-    "MODEL_TARGET_MAPE", "SERVING_TARGETS", "TARGETS", "KernelSplit", "analytic_point",
-    "disagg_point", "engine_point", "forecast_model_label", "gemm_baseline", "gemm_ops",
-    "kernel_residuals", "kernel_splits", "load_disagg_points", "load_gemm_slice",
-    "load_layer_op_labels", "load_model_labels",
-    "load_serving_points", "point_precision", "sample_serving_points", "serving_residuals",
-    "summarise", "validate_kernels", "validate_models", "validate_serving",
-    "validate_serving_steps",
-    "TRAINING_METHODS", "TRAINING_TARGET_MAPE", "TRAINING_TARGET_UNDER", "StackScaled",
-    "load_training_calibration",
-    "load_training_points", "mosaicml_mfu", "points_from_csv", "roofline_point",
-    "training_job", "training_point", "training_residuals", "validate_training",
-    "KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",
-    "kernels_report", "models_report", "serving_report", "training_report",
-    "SiliconDeployment", "coverage_lines", "coverage_summary", "load_silicon_rows",
-    "silicon_coverage", "silicon_deployments",
-]
+from perfcast import _lazy_exports
+
+# Submodule -> the public names it provides, each imported on first use.
+_EXPORTS = {
+    "_calibration_check": ("CALIBRATION_METHODS", "CALIBRATION_SOURCES", "calibration_report",
+        "summarise_calibration", "validate_calibration"),
+    "_collectives": ("COLLECTIVE_SPLITS", "MULTI_NODE_METHOD", "MULTI_NODE_POOLED",
+        "collective_table7", "validate_collectives"),
+    "_gemm_baseline": ("gemm_baseline", "gemm_ops", "load_gemm_slice"),
+    "_kernels": ("TARGETS", "KernelSplit", "kernel_residuals", "kernel_splits", "summarise",
+        "validate_kernels"),
+    "_models": ("MODEL_TARGET_MAPE", "forecast_model_label", "load_layer_op_labels",
+        "load_model_labels", "validate_models"),
+    "_options": ("KERNEL_CHECK_SPLITS",),
+    "_reports": ("ValidationReport", "check_out_dir", "collectives_report",
+        "coverage_lines", "kernels_report", "models_report", "serving_report", "training_report"),
+    "_serving": ("SERVING_TARGETS", "analytic_point", "load_serving_points", "point_precision",
+        "sample_serving_points", "serving_residuals", "validate_serving"),
+    "_serving_disagg": ("disagg_point", "load_disagg_points"),
+    "_serving_sim": ("engine_point",),
+    "_serving_step": ("validate_serving_steps",),
+    "_silicon": ("SiliconDeployment", "coverage_summary", "load_silicon_rows", "silicon_coverage",
+        "silicon_deployments"),
+    "_training": ("TRAINING_METHODS", "TRAINING_TARGET_MAPE", "TRAINING_TARGET_UNDER",
+        "load_training_points", "mosaicml_mfu", "points_from_csv", "roofline_point",
+        "training_job", "training_point", "training_residuals"),
+    "_training_calibration": ("StackScaled", "load_training_calibration", "validate_training"),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+
+__all__ = [name for names in _EXPORTS.values() for name in names]  # pinned: tests

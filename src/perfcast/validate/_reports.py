@@ -38,6 +38,15 @@ from perfcast.validate._kernels import (
     validate_kernels_by_stack,
 )
 from perfcast.validate._models import MODEL_TARGET_MAPE, validate_models
+from perfcast.validate._options import (
+    DISAGG_METHODS,
+    KERNEL_BY,
+    KERNEL_CHECK_SPLITS,
+    SERVING_ARCHS,
+    SERVING_METHODS,
+    TRAINING_BY,
+    TRAINING_SPLITS,
+)
 from perfcast.validate._serving import (
     SERVING_TARGETS,
     analytic_point,
@@ -59,14 +68,6 @@ from perfcast.validate._training_calibration import validate_training
 __all__ = ["KERNEL_CHECK_SPLITS", "ValidationReport", "check_out_dir", "collectives_report",
            "kernels_report", "models_report", "serving_report", "training_report"]
 
-KERNEL_CHECK_SPLITS = ["generation", "neusight", "loo:aiconfigurator", "loo:neusight",
-                       "loo:vidur"]
-KERNEL_BY = ("family", "dtype", "stack")
-SERVING_METHODS = ("perfcast", "sum_of_kernels", "roofline")
-DISAGG_METHODS = ("perfcast", "roofline")
-SERVING_ARCHS = ("dense", "moe", "all")
-TRAINING_BY = {"device": "metric", "scale": "scale", "model": "model"}
-TRAINING_SPLITS = ("all", "heldout_device", "heldout_model")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache, partial
@@ -101,27 +101,36 @@ class KernelSplit:
     test: pd.DataFrame
 
 
-def kernel_splits(store: pd.DataFrame, names: list[str] | None = None) -> list[KernelSplit]:
-    """The held-out splits over kernel (non-collective) rows of the store."""
+def kernel_splits(store: pd.DataFrame, names: list[str] | None = None,
+                  devices: Collection[str] | None = None) -> list[KernelSplit]:
+    """The held-out splits over kernel (non-collective) rows of the store; `devices`: only
+    the splits holding out one of these (every split's when None; the others' training
+    sets, most of the store each, are then never selected)."""
     kernels = kernel_rows(store)
     out: list[KernelSplit] = []
     wanted = names or ["generation", "neusight"] + [
         f"loo:{s}" for s in ("aiconfigurator", "neusight", "vidur")]
+
+    def scored(names: Iterable[str]) -> list[str]:
+        return [d for d in names if devices is None or d in devices]
+
     for name in wanted:
         if name == "generation":
             aic = kernels[kernels["source"] == "aiconfigurator"]
             train = aic[aic["device"].isin(GENERATION_TRAIN)]
-            out += [KernelSplit(name, d, train, aic[aic["device"] == d]) for d in GENERATION_TEST]
+            out += [KernelSplit(name, d, train, aic[aic["device"] == d])
+                    for d in scored(GENERATION_TEST)]
         elif name == "neusight":
             ns = kernels[kernels["source"] == "neusight"]
             # every row of the five training GPUs (their train and test shapes): the test
             # GPUs stay unseen, which is what the cross-generation tier claims
             train = ns[ns["device"].isin(NEUSIGHT_TRAIN)]
             test = ns[ns["split"] == "test"]
-            out += [KernelSplit(name, d, train, test[test["device"] == d]) for d in NEUSIGHT_TEST]
+            out += [KernelSplit(name, d, train, test[test["device"] == d])
+                    for d in scored(NEUSIGHT_TEST)]
         elif name.startswith("loo:"):
             src = kernels[kernels["source"] == name.removeprefix("loo:")]
-            for device in sorted(src["device"].unique()):
+            for device in scored(sorted(src["device"].unique())):
                 out.append(KernelSplit(name, device, src[src["device"] != device],
                                        src[src["device"] == device]))
         else:
@@ -232,8 +241,8 @@ def _split_predictions(store: pd.DataFrame, splits: list[str] | None,
     with each device. Each split's training set is fitted once (physics, and learned).
     `held_out`: score only these devices (all of each split's when None)."""
     fits: dict[tuple[str, int], tuple[Calibration, LearnedKernels | None]] = {}
-    todo = [s for s in kernel_splits(store, splits) if not (s.test.empty or s.train.empty)
-            and (held_out is None or s.device in held_out)]
+    todo = [s for s in kernel_splits(store, splits, held_out)
+            if not (s.test.empty or s.train.empty)]
     for done, split in enumerate(todo, start=1):
         key = (split.name, id(split.train))
         if key not in fits:

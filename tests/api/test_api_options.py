@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from perfcast.api import (
     InferRequest,
+    ServeRequest,
     dump_request,
     load_request,
     request_from_options,
@@ -103,3 +104,18 @@ def test_load_request_needs_a_command():
     with pytest.raises(InputError) as err:
         load_request({"model": "llama-2-7b"})
     assert err.value.field == "command"
+
+
+@settings(max_examples=40, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4]), qps=st.sampled_from([1.0, 2.5]),
+       scheduler=st.sampled_from(["vllm-v1", "sarathi"]),
+       asked=st.lists(st.sampled_from(["tp", "qps", "scheduler", "seed", "replicas"]),
+                      min_size=1, max_size=5))
+def test_first_given_is_the_first_option_off_its_default(tp, qps, scheduler, asked):
+    """first_given (which reads only the asked options against defaults built once per class)
+    is its definition over the flat options and a fresh option_defaults()."""
+    request = ServeRequest.from_options(model="llama-2-7b", gpu="h100-sxm", tp=tp, qps=qps,
+                                        scheduler=scheduler)
+    given, defaults = request.options(), ServeRequest.option_defaults()
+    expected = next((o for o in asked if given[o] != defaults[o]), None)
+    assert request.first_given(*asked) == expected

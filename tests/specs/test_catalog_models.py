@@ -47,3 +47,21 @@ def test_refused_architectures_name_the_field(folder):
     with pytest.raises(InputError) as err:
         ModelSpec.from_hf_config(config, folder.name)
     assert err.value.field.startswith("model_config."), why["name"]
+
+
+def test_a_catalog_spec_is_built_once_per_config_text(tmp_path, monkeypatch):
+    """get_model shares one frozen spec per catalog config text, equal to one built from the
+    file directly; a changed file is read anew, never answered from the old spec."""
+    import shutil
+
+    import perfcast.specs._catalog as catalog
+
+    spec = get_model("llama-2-7b")
+    assert get_model("llama-2-7b") is spec
+    assert spec == get_model(config_path=catalog._DATA / "models" / "llama-2-7b" / "config.json")
+    folder = tmp_path / "data"
+    shutil.copytree(str(catalog._DATA), folder)
+    monkeypatch.setattr(catalog, "_DATA", folder)
+    path = folder / "models" / "llama-2-7b" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "num_hidden_layers": 3}))
+    assert get_model("llama-2-7b").num_layers == 3

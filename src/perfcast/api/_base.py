@@ -109,8 +109,9 @@ class Request(BaseModel):
         return paths
 
     @classmethod
+    @cache
     def _option_fields(cls) -> dict[str, Any]:
-        """Option name -> its pydantic FieldInfo."""
+        """Option name -> its pydantic FieldInfo (a class's fields never change: once)."""
         out = {}
         for option, (top, leaf) in cls.option_paths().items():
             field = cls.model_fields[top]
@@ -166,11 +167,26 @@ class Request(BaseModel):
         except ValidationError as exc:
             raise _input_error(cls, exc) from None
 
+    @classmethod
+    @cache
+    def _compared_defaults(cls) -> dict[str, Any]:
+        """`option_defaults`, built once per class for `first_given`, which only compares
+        with them (option_defaults itself builds fresh values for callers that keep them)."""
+        return cls.option_defaults()
+
     def first_given(self, *options: str) -> str | None:
         """The first of `options` this request sets to other than its default (an option a
-        question does not read is refused by name, never ignored)."""
-        given, defaults = self.options(), self.option_defaults()
-        return next((o for o in options if given[o] != defaults[o]), None)
+        question does not read is refused by name, never ignored). Reads those options only:
+        resolving a request asks this many times."""
+        paths, defaults = self.option_paths(), self._compared_defaults()
+        for option in options:
+            top, leaf = paths[option]
+            value = getattr(self, top)
+            if leaf is not None:
+                value = getattr(value, leaf)
+            if value != defaults[option]:
+                return option
+        return None
 
     def options(self) -> dict[str, Any]:
         """The flat options this request was (or could have been) made from."""

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -286,14 +286,24 @@ def get_model(name: str | None = None, config_path: str | Path | None = None) ->
     if (name is None) == (config_path is None):
         raise InputError("model", "give exactly one of --model or --model-config",
                          "a catalog name or a config.json path")
-    if config_path is not None:
-        path = Path(config_path)
-        config = read_user_json(path, "model_config", "a HuggingFace config.json")
-        label = path.parent.name if path.name == "config.json" else path.stem
-    else:
+    if config_path is None:
         entries, names = _model_index()
         label = _resolve("model", name, names, list(entries))
-        config = load_model_config(label)
+        return _catalog_spec(label, (_DATA / "models" / label / "config.json").read_text())
+    path = Path(config_path)
+    config = read_user_json(path, "model_config", "a HuggingFace config.json")
+    return _spec(config, path.parent.name if path.name == "config.json" else path.stem)
+
+
+@lru_cache(maxsize=256)
+def _catalog_spec(label: str, text: str) -> ModelSpec:
+    """A catalog model's spec, built once per config text (resolving requests asks for the
+    same few models thousands of times; keyed by the text, an edited file is read anew).
+    Specs are frozen, so callers share one."""
+    return _spec(json.loads(text), label)
+
+
+def _spec(config: dict[str, Any], label: str) -> ModelSpec:
     _check_sizes(config)
     try:
         return ModelSpec.from_hf_config(config, name=label)

@@ -178,25 +178,18 @@ class Request(BaseModel):
         """The first of `options` this request sets to other than its default (an option a
         question does not read is refused by name, never ignored). Reads those options only:
         resolving a request asks this many times."""
-        paths, defaults = self.option_paths(), self._compared_defaults()
-        for option in options:
-            top, leaf = paths[option]
-            value = getattr(self, top)
-            if leaf is not None:
-                value = getattr(value, leaf)
-            if value != defaults[option]:
-                return option
-        return None
+        defaults = self._compared_defaults()
+        return next((o for o in options if self._option(o) != defaults[o]), None)
 
     def options(self) -> dict[str, Any]:
         """The flat options this request was (or could have been) made from."""
-        out = {}
-        for option, (top, leaf) in self.option_paths().items():
-            value = getattr(self, top)
-            if leaf is not None:
-                value = getattr(value, leaf)
-            out[option] = value
-        return out
+        return {option: self._option(option) for option in self.option_paths()}
+
+    def _option(self, option: str) -> Any:
+        """One flat option's value: its top-level field, or that group's field."""
+        top, leaf = self.option_paths()[option]
+        value = getattr(self, top)
+        return value if leaf is None else getattr(value, leaf)
 
 
 _BOUNDS = {"greater_than_equal": ("ge", ">="), "greater_than": ("gt", ">"),

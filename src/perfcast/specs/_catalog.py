@@ -277,8 +277,11 @@ def model_entries(search: str | None = None) -> list[dict]:
 def load_model_config(name: str) -> dict[str, Any]:
     """The shipped config.json of a catalog model."""
     entries, names = _model_index()
-    canonical = _resolve("model", name, names, list(entries))
-    return json.loads((_DATA / "models" / canonical / "config.json").read_text())
+    return json.loads(_config_text(_resolve("model", name, names, list(entries))))
+
+
+def _config_text(canonical: str) -> str:
+    return (_DATA / "models" / canonical / "config.json").read_text()
 
 
 def get_model(name: str | None = None, config_path: str | Path | None = None) -> ModelSpec:
@@ -289,7 +292,7 @@ def get_model(name: str | None = None, config_path: str | Path | None = None) ->
     if config_path is None:
         entries, names = _model_index()
         label = _resolve("model", name, names, list(entries))
-        return _catalog_spec(label, (_DATA / "models" / label / "config.json").read_text())
+        return _catalog_spec(label, _config_text(label))
     path = Path(config_path)
     config = read_user_json(path, "model_config", "a HuggingFace config.json")
     return _spec(config, path.parent.name if path.name == "config.json" else path.stem)

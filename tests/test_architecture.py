@@ -57,8 +57,9 @@ PUBLIC = {
         "step_ops", "step_rows", "text_encoder_ops", "training_ops", "unet_ops",
         "vae_decode_ops", "weight_bytes_per_gpu", "weight_params"},
     "perfcast.kernels": {
-        "CROSS_GENERATION", "Calibration", "EfficiencyModel", "ExecutionTimeModel",
-        "ExpertLoad", "KERNEL_FAMILIES", "KERNEL_SOURCES", "KernelSource", "LEARNED",
+        "CROSS_GENERATION", "Calibration", "DeviceResidual", "EfficiencyModel",
+        "ExecutionTimeModel", "ExpertLoad", "KERNEL_FAMILIES", "KERNEL_SOURCES", "KernelSource",
+        "LEARNED",
         "LearnedKernels", "LearnedTimeModel", "NotedTimeModel", "PhysicsModel",
         "RooflineModel", "SCHEMA_VERSION", "StackTimeModel", "TARGET_MEASURED",
         "UNCERTAINTY_TIERS", "UNMODELLED_FAMILIES", "UnitEfficiency",

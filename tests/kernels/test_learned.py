@@ -13,6 +13,7 @@ from perfcast.kernels import (
     LearnedKernels,
     LearnedTimeModel,
     PhysicsModel,
+    add_learned_targets,
     fit_calibration,
     fit_learned,
     kernel_features,
@@ -21,7 +22,7 @@ from perfcast.kernels import (
     shipped_calibration,
     shipped_learned,
 )
-from perfcast.kernels._learned import _booster, _encode
+from perfcast.kernels._learned import TARGET_MIN_ROWS, _booster, _encode
 from perfcast.measure import load_store, sample_per_group
 from perfcast.specs import get_device
 
@@ -253,3 +254,95 @@ def test_cli_says_where_the_trees_price_and_refuses_unknown_models():
     bad = runner.invoke(app, ["infer", "--model", "llama-2-7b", "--gpu", "h100-sxm",
                               "--kernel-model", "neural"])
     assert bad.exit_code == 2 and "learned" in bad.output
+
+
+# --- the target-measured tier: a device's own residual (DeviceResidual) -------------------
+
+
+@pytest.fixture(scope="module")
+def blackwell() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(a sample of B200's rows to fit its residual on, the rest to score): a generation
+    the `fitted` trees never saw."""
+    store = load_store()
+    keep = (store["source"] == "aiconfigurator") & (store["device"] == "b200-sxm") & \
+        store["family"].isin(["gemm", "attn_decode"])
+    part = sample_per_group(store[keep.to_numpy()], 160, 0)
+    pick = np.random.default_rng(0).random(len(part)) < 0.5
+    return part[pick], part[~pick]
+
+
+def _mape(rows: pd.DataFrame, pred: np.ndarray) -> float:
+    meas = rows["latency_s"].to_numpy(dtype=float)
+    return float(np.mean(np.abs(pred - meas) / meas))
+
+
+def test_own_rows_bring_a_new_generation_inside_and_closer(fitted, physics, blackwell):
+    """B200 is outside the trees' envelope (physics prices it); fitted with half of its own
+    rows, the residual brings the rest inside, and prices them closer to measured than the
+    physical model does."""
+    sample, held = blackwell
+    device = get_device("b200-sxm")
+    ops, timing = measurement_ops(held), held["timing"].to_numpy(dtype=object)
+    before = LearnedTimeModel(fitted, physics)
+    assert before.extrapolating(ops, device, timing).all()
+    tuned = add_learned_targets(fitted, sample)
+    after = LearnedTimeModel(tuned, physics)
+    assert after.extrapolating(ops, device, timing).mean() < 0.1
+    assert tuned.device_coverage(device)["gemm"] == "learned, with the device's own measured rows"
+    assert fitted.device_coverage(device)["gemm"].startswith("physical model")
+    got = after.kernel_times(ops, device, timing)
+    assert _mape(held, got) < 0.8 * _mape(held, physics.kernel_times(ops, device, timing))
+
+
+def test_device_residuals_are_deterministic_and_round_trip(fitted, physics, blackwell):
+    sample, held = blackwell
+    tuned = add_learned_targets(fitted, sample)
+    assert add_learned_targets(fitted, sample).to_json() == tuned.to_json()
+    assert tuned.device_residual("b200-sxm").booster_text
+    loaded = LearnedKernels.from_json(tuned.to_json())
+    device, ops = get_device("b200-sxm"), measurement_ops(held)
+    timing = held["timing"].to_numpy(dtype=object)
+    assert np.array_equal(LearnedTimeModel(loaded, physics).kernel_times(ops, device, timing),
+                          LearnedTimeModel(tuned, physics).kernel_times(ops, device, timing))
+
+
+def test_old_device_entries_load_as_nearest_shape_residuals(rows, fitted, physics, blackwell):
+    """A file written before the residual trees holds a NeighbourResidual's dict per device:
+    it still loads and prices as before (the trees' forecast times the interpolated
+    residual), and widens no envelope."""
+    sample, _ = blackwell
+    tuned = add_learned_targets(fitted, pd.concat([sample, rows[rows["device"] == "h200-sxm"]]))
+    old = LearnedKernels.from_json(json.dumps({
+        **json.loads(tuned.to_json()),
+        "devices": {d: e["neighbour"] for d, e in json.loads(tuned.to_json())["devices"].items()},
+    }))
+    ops, timing = _ops(rows, "h200-sxm")
+    device = get_device("h200-sxm")
+    own = old.device_residual("h200-sxm")
+    assert own.booster_text == "" and own.envelope == {}
+    variant = kernel_features(ops, device, timing)["variant"].to_numpy(dtype=object)
+    expected = LearnedTimeModel(fitted, physics).kernel_times(ops, device, timing) * np.exp(
+        own.neighbour.correction(ops, variant))
+    assert np.allclose(LearnedTimeModel(old, physics).kernel_times(ops, device, timing),
+                       expected, rtol=1e-12)
+    b200 = measurement_ops(sample)
+    assert LearnedTimeModel(old, physics).extrapolating(
+        b200, get_device("b200-sxm"), sample["timing"].to_numpy(dtype=object)).all()
+
+
+def test_residual_trees_correct_only_what_the_device_measured(rows, fitted, physics):
+    """Own rows of one family (gemm) leave another family's forecast (attn_decode) on that
+    device exactly as the trees alone price it; fewer than TARGET_MIN_ROWS rows fit no
+    residual trees."""
+    h200 = rows[rows["device"] == "h200-sxm"]
+    tuned = add_learned_targets(fitted, h200[h200["family"] == "gemm"])
+    ops, timing = _ops(rows, "h200-sxm")
+    device = get_device("h200-sxm")
+    attn = (ops["family"] == "attn_decode").to_numpy()
+    got = LearnedTimeModel(tuned, physics).kernel_times(ops, device, timing)
+    base = LearnedTimeModel(fitted, physics).kernel_times(ops, device, timing)
+    assert np.array_equal(got[attn], base[attn])
+    assert not np.allclose(got[~attn], base[~attn])
+    few = add_learned_targets(fitted, h200.head(TARGET_MIN_ROWS - 1))
+    assert few.device_residual("h200-sxm").booster_text == ""
+    assert fitted.device_residual("h200-sxm") is None

@@ -27,6 +27,14 @@ LightGBM's (the field's standard for tabular regression), stored as LightGBM's p
 model inside JSON with provenance (no pickles). Intervals are split-conformal over devices:
 each family's 5th/95th percentiles of log(measured / forecast) on devices left out of the fit
 (grouped K-fold), so the 90% interval is about held-out GPUs, not held-out rows.
+
+The target-measured tier (`add_learned_targets`) is one device's own correction over the
+trees, fitted on a sample of its measured rows: small boosted trees on log(measured / learned
+forecast) over the same features, then nearest-shape interpolation (NeighbourResidual) of what
+they leave (`DeviceResidual`). The device's rows also widen the envelope for that device: a GPU
+of a generation the trees never saw is priced by them, corrected by its own residual, for the
+families, dtypes and sizes its rows cover. On AIConfigurator's Blackwell GPUs (the generation
+split) this halves the error of the physical model's target tier on decode attention and MoE.
 """
 
 from __future__ import annotations
@@ -54,9 +62,9 @@ from perfcast.kernels._roofline import roofline_times, wave_quantization
 from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Device, get_device
 
-__all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "LearnedKernels",
-           "LearnedTimeModel", "add_learned_targets", "fit_learned", "kernel_features",
-           "learned_time_model", "shipped_learned"]
+__all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "DeviceResidual",
+           "LearnedKernels", "LearnedTimeModel", "add_learned_targets", "fit_learned",
+           "kernel_features", "learned_time_model", "shipped_learned"]
 
 LEARNED_SCHEMA_VERSION = 2
 LEARNED_SCHEMAS = (1, 2)  # 1: the ratio trees r alone (module docstring)
@@ -93,6 +101,13 @@ ROUNDS = 600
 # each row's sum over trees is the same either way.
 PARALLEL_ROWS = 20_000
 VARIANT_DROPOUT = 0.2  # share of training rows fitted without their variant (see _encode)
+# A device's residual trees (DeviceResidual): a few hundred rows, so small trees, fewer rounds;
+# kept per family where TARGET_FOLDS-fold cross-validation over the rows says they help;
+# below TARGET_MIN_ROWS rows only the nearest-shape residual is fitted
+TARGET_PARAMS = {**PARAMS, "learning_rate": 0.1, "num_leaves": 15, "min_data_in_leaf": 10}
+TARGET_ROUNDS = 100
+TARGET_MIN_ROWS = 20
+TARGET_FOLDS = 4
 TARGETS = {"booster": "log(measured / roofline·waves)", "seconds_booster": "log(measured)",
            "blend": "w = min(1, exp(-r)): w·r + (1 - w)·(s - log roofline·waves), clipped"}
 
@@ -154,7 +169,7 @@ class LearnedKernels:
     clip: dict[str, list[float]]  # family -> [lo, hi] of log(measured / roofline·waves)
     envelope: dict[str, dict]  # family -> dtype -> {"<ENVELOPE feature>": [lo, hi]}
     intervals: dict[str, list[float]] = field(default_factory=dict)  # family -> [q05, q95]
-    devices: dict[str, dict] = field(default_factory=dict)  # device -> NeighbourResidual dict
+    devices: dict[str, dict] = field(default_factory=dict)  # device -> DeviceResidual dict
     provenance: dict = field(default_factory=dict)
     seconds_booster_text: str = ""  # s: log(measured seconds); "" in a schema-1 model
 
@@ -184,26 +199,17 @@ class LearnedKernels:
     def booster(self):
         return _booster(self.booster_text)
 
-    def inside(self, feats: pd.DataFrame) -> np.ndarray:
-        """Rows within the training envelope of their family and dtype (module docstring)."""
-        fams = feats["family"].to_numpy(dtype=object)
-        dtypes = feats["dtype"].to_numpy(dtype=object)
-        ok = np.zeros(len(feats), dtype=bool)
-        codes, pairs = pd.factorize(pd.Series(fams.astype(str)) + "|" + dtypes.astype(str))
-        for code, pair in enumerate(pairs):
-            family, dtype = pair.split("|", 1)
-            env = self.envelope.get(family, {}).get(dtype)
-            if env is None:
-                continue
-            sel = codes == code
-            good = np.ones(int(sel.sum()), dtype=bool)
-            for name in ENVELOPE:
-                lo, hi = env[name]
-                slack = 0.0 if name == "generation" else ENVELOPE_SLACK
-                x = feats[name].to_numpy(dtype=float)[sel]
-                good &= (x >= lo - slack) & (x <= hi + slack)
-            ok[sel] = good
-        return ok
+    def inside(self, feats: pd.DataFrame, device: str | None = None) -> np.ndarray:
+        """Rows within the training envelope of their family and dtype (module docstring),
+        or within that of `device`'s own measured rows where it has a residual."""
+        ok = _within(self.envelope, feats)
+        own = self.device_residual(device)
+        return ok | _within(own.envelope, feats) if own is not None else ok
+
+    def device_residual(self, device: str | None) -> DeviceResidual | None:
+        """`device`'s own correction (the target-measured tier), None where it has none."""
+        data = self.devices.get(device) if device else None
+        return DeviceResidual.from_dict(data) if data else None
 
     def device_coverage(self, device: Device) -> dict[str, str]:
         """Per family, whether `device`'s spec sheet lies inside the trees' training envelope
@@ -212,6 +218,7 @@ class LearnedKernels:
         gen = ARCH_GENERATION.get(device.arch or "", np.nan)
         bw = float(np.log(device.hbm_bandwidth_bps / 1e12)) if device.hbm_bandwidth_bps else np.nan
         out = {}
+        own = self.device_residual(device.name)
         for family, by_dtype in sorted(self.envelope.items()):
             lo = min(e["generation"][0] for e in by_dtype.values())
             hi = max(e["generation"][1] for e in by_dtype.values())
@@ -219,6 +226,8 @@ class LearnedKernels:
             bhi = max(e["log_bw_tbps"][1] for e in by_dtype.values())
             if device.kind == "cpu":
                 out[family] = "physical model: a CPU"
+            elif own is not None and family in own.envelope:
+                out[family] = "learned, with the device's own measured rows"
             elif not lo <= gen <= hi:
                 out[family] = (f"physical model: {device.arch} generation outside the "
                                f"trained {lo:g}-{hi:g}")
@@ -247,6 +256,114 @@ class LearnedKernels:
         return np.clip(weight * ratio + (1.0 - weight) * (seconds - log_roof), lo, hi)
 
 
+def _within(envelope: dict[str, dict], feats: pd.DataFrame) -> np.ndarray:
+    """Rows whose ENVELOPE features lie in `envelope`'s ranges for their family and dtype
+    (+- ENVELOPE_SLACK, generation exactly); False for a pair it does not hold."""
+    fams = feats["family"].to_numpy(dtype=object)
+    dtypes = feats["dtype"].to_numpy(dtype=object)
+    ok = np.zeros(len(feats), dtype=bool)
+    codes, pairs = pd.factorize(pd.Series(fams.astype(str)) + "|" + dtypes.astype(str))
+    for code, pair in enumerate(pairs):
+        family, dtype = pair.split("|", 1)
+        env = envelope.get(family, {}).get(dtype)
+        if env is None:
+            continue
+        sel = codes == code
+        good = np.ones(int(sel.sum()), dtype=bool)
+        for name in ENVELOPE:
+            lo, hi = env[name]
+            slack = 0.0 if name == "generation" else ENVELOPE_SLACK
+            x = feats[name].to_numpy(dtype=float)[sel]
+            good &= (x >= lo - slack) & (x <= hi + slack)
+        ok[sel] = good
+    return ok
+
+
+@dataclass(frozen=True)
+class DeviceResidual:
+    """One device's correction over the trees, from its own measured rows (the target-measured
+    tier): residual trees on log(measured / learned forecast) (LightGBM text), then the
+    nearest-shape residual of what they leave. The trees correct only rows inside `envelope`
+    (that of the rows they were fitted on) of the `families` where, in TARGET_FOLDS-fold
+    cross-validation over those rows, they beat the nearest-shape residual alone (a few rows a
+    family overfit them); none under TARGET_MIN_ROWS rows."""
+
+    neighbour: NeighbourResidual
+    booster_text: str = ""
+    envelope: dict[str, dict] = field(default_factory=dict)
+    families: tuple[str, ...] = ()
+
+    @classmethod
+    def fit(cls, ops: pd.DataFrame, feats: pd.DataFrame, log_residual: np.ndarray,
+            categories: dict[str, list[str]], seed: int = 0) -> DeviceResidual:
+        families = _boosted_families(ops, feats, log_residual, categories, seed)
+        if not families:
+            return cls(NeighbourResidual.fit(ops, variants(ops), log_residual))
+        text = _train_residual(feats, log_residual, categories, seed)
+        fams = feats["family"].to_numpy(dtype=object)
+        trees = _booster(text).predict(_encode(feats, categories), num_threads=1)
+        rest = log_residual - np.where(np.isin(fams, families), trees, 0.0)
+        return cls(NeighbourResidual.fit(ops, variants(ops), rest), text, _envelope(feats),
+                   families)
+
+    def correction(self, ops: pd.DataFrame, feats: pd.DataFrame,
+                   categories: dict[str, list[str]]) -> np.ndarray:
+        """log correction per row (`feats`: the rows' kernel_features)."""
+        out = self.neighbour.correction(ops, feats["variant"].to_numpy(dtype=object))
+        own = _within(self.envelope, feats) & np.isin(feats["family"].to_numpy(dtype=object),
+                                                      self.families)
+        if self.booster_text and own.any():
+            threads = 0 if own.sum() >= PARALLEL_ROWS else 1
+            out[own] += _booster(self.booster_text).predict(
+                _encode(feats[own], categories), num_threads=threads)
+        return out
+
+    def to_dict(self) -> dict:
+        return {"neighbour": self.neighbour.to_dict(), "booster": self.booster_text,
+                "envelope": self.envelope, "families": list(self.families)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DeviceResidual:
+        """Also a file written before the residual trees: a NeighbourResidual's dict alone."""
+        if "neighbour" not in data:
+            return cls(NeighbourResidual.from_dict(data))
+        return cls(NeighbourResidual.from_dict(data["neighbour"]), data.get("booster", ""),
+                   data.get("envelope", {}), tuple(data.get("families", ())))
+
+
+def _train_residual(feats: pd.DataFrame, log_residual: np.ndarray,
+                    categories: dict[str, list[str]], seed: int) -> str:
+    return _train(feats, log_residual, categories, TARGET_ROUNDS, seed, params=TARGET_PARAMS,
+                  dropout=0.0)
+
+
+def _boosted_families(ops: pd.DataFrame, feats: pd.DataFrame, log_residual: np.ndarray,
+                      categories: dict[str, list[str]], seed: int) -> tuple[str, ...]:
+    """Families whose held-out rows the residual trees plus the nearest-shape residual price
+    better than the nearest-shape residual alone (mean APE, TARGET_FOLDS folds of rows)."""
+    if len(feats) < TARGET_MIN_ROWS:
+        return ()
+    fold = np.random.default_rng(seed).integers(0, TARGET_FOLDS, len(feats))
+    keys = variants(ops)
+    alone, boosted = np.zeros(len(feats)), np.zeros(len(feats))
+    for k in range(TARGET_FOLDS):
+        fit, held = fold != k, fold == k
+        if not fit.any() or not held.any():
+            continue
+        fops, hops = ops[fit], ops[held]
+        alone[held] = NeighbourResidual.fit(fops, keys[fit], log_residual[fit]).correction(
+            hops, keys[held])
+        trees = _booster(_train_residual(feats[fit], log_residual[fit], categories, seed))
+        rest = log_residual[fit] - trees.predict(_encode(feats[fit], categories), num_threads=1)
+        boosted[held] = trees.predict(_encode(feats[held], categories), num_threads=1) + \
+            NeighbourResidual.fit(fops, keys[fit], rest).correction(hops, keys[held])
+    fams = feats["family"].to_numpy(dtype=object)
+    err_alone = np.abs(np.expm1(log_residual - alone))
+    err_boosted = np.abs(np.expm1(log_residual - boosted))
+    return tuple(str(f) for f in sorted(set(fams))
+                 if err_boosted[fams == f].mean() < err_alone[fams == f].mean())
+
+
 @cache
 def _booster(text: str):
     import lightgbm as lgb
@@ -270,13 +387,14 @@ def _encode(feats: pd.DataFrame, categories: dict[str, list[str]],
 
 
 def _train(feats: pd.DataFrame, y: np.ndarray, categories: dict[str, list[str]],
-           rounds: int, seed: int) -> str:
+           rounds: int, seed: int, params: dict = PARAMS,
+           dropout: float = VARIANT_DROPOUT) -> str:
     import lightgbm as lgb
 
-    drop = np.random.default_rng(seed).random(len(feats)) < VARIANT_DROPOUT
+    drop = np.random.default_rng(seed).random(len(feats)) < dropout
     data = lgb.Dataset(_encode(feats, categories, drop), y, feature_name=list(FEATURES),
                        categorical_feature=list(CATEGORICAL), free_raw_data=True)
-    booster = lgb.train({**PARAMS, "seed": seed}, data, num_boost_round=rounds)
+    booster = lgb.train({**params, "seed": seed}, data, num_boost_round=rounds)
     return booster.model_to_string()
 
 
@@ -355,10 +473,11 @@ def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, log_roof: np.ndarray,
     return out
 
 
-def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame) -> LearnedKernels:
-    """`model` plus per-device residuals on a sample of each target device's own rows
-    (store schema): log(measured / learned forecast) interpolated between nearby shapes of
-    the same kernel variant (kernels._residual.NeighbourResidual), the target-measured tier."""
+def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame,
+                        seed: int = 0) -> LearnedKernels:
+    """`model` plus each target device's own correction (`DeviceResidual`) from a sample of
+    its rows (store schema): residual trees and nearest-shape interpolation of
+    log(measured / learned forecast), the target-measured tier."""
     rows = rows[~rows["family"].isin(COMM_FAMILIES)]
     devices = dict(model.devices)
     for name, part in rows.groupby("device", sort=True):
@@ -367,7 +486,8 @@ def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame) -> LearnedKer
         log_roof = np.log(roofline_times(ops, device, waves=True))
         pred = log_roof + model.log_correction(feats, log_roof)
         resid = np.log(part["latency_s"].to_numpy(dtype=float)) - pred
-        devices[str(name)] = NeighbourResidual.fit(ops, variants(ops), resid).to_dict()
+        devices[str(name)] = DeviceResidual.fit(ops, feats, resid, model.categories,
+                                                seed).to_dict()
     return replace(model, devices=devices)
 
 
@@ -390,7 +510,7 @@ class LearnedTimeModel:
             return kernel, ops.iloc[:0]
         canon = _canonical_ops(ops[kernel], self.learned.categories["variant"])
         feats = kernel_features(canon, device, np.asarray(timing, dtype=object)[kernel])
-        trees = self.learned.inside(feats)
+        trees = self.learned.inside(feats, device.name)
         inside = np.zeros(len(ops), dtype=bool)
         inside[kernel] = trees
         return inside, feats[trees]
@@ -426,10 +546,9 @@ class LearnedTimeModel:
         sub = ops[inside]
         roof = roofline_times(sub, device, waves=True)
         corr = self.learned.log_correction(feats, np.log(roof))
-        own = self.learned.devices.get(device.name)
-        if own:
-            corr = corr + NeighbourResidual.from_dict(own).correction(
-                sub, feats["variant"].to_numpy(dtype=object))
+        own = self.learned.device_residual(device.name)
+        if own is not None:
+            corr = corr + own.correction(sub, feats, self.learned.categories)
         out[inside] = roof * np.exp(corr)
         return out
 

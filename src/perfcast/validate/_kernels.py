@@ -86,11 +86,13 @@ class LearnedOptions:
 class Interval:
     """Per scored row of the `learned` method: inside the trees' envelope (not extrapolated),
     and log(measured / forecast) inside its family's conformal 90% interval (False where the
-    family has none)."""
+    family has none); and inside the envelope the `learned_target` method prices with the
+    trees (widened by the device's own rows)."""
 
     inside: np.ndarray
     covered: np.ndarray
     has_interval: np.ndarray
+    target_inside: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,7 @@ def _score(split: KernelSplit, test: pd.DataFrame, predictions: dict[str, np.nda
 def _coverage(method: str, sel: np.ndarray, interval: Interval | None) -> dict[str, float]:
     """coverage_90: share of the group's `learned` rows priced by the trees whose outcome
     fell inside the family's 90% interval (NaN for other methods, or where no row of the
-    group has an interval); extrapolated: share of the group's rows the learned methods left
+    group has an interval); extrapolated: share of the group's rows each learned method left
     to the physical model (NaN for the other methods)."""
     nan = float("nan")
     if interval is None or method not in LEARNED_METHODS:
@@ -201,7 +203,8 @@ def _coverage(method: str, sel: np.ndarray, interval: Interval | None) -> dict[s
     scored = sel & interval.inside & interval.has_interval
     cover = float(interval.covered[scored].mean()) if method == "learned" and scored.any() \
         else nan
-    return {"coverage_90": cover, "extrapolated": float(1.0 - interval.inside[sel].mean())}
+    inside = interval.inside if method == "learned" else interval.target_inside
+    return {"coverage_90": cover, "extrapolated": float(1.0 - inside[sel].mean())}
 
 
 def _partitions(rows: pd.DataFrame) -> list[np.ndarray]:
@@ -296,7 +299,8 @@ def _learned_predictions(trees: LearnedKernels, cross: Calibration, target: Cali
                       dtype=float).reshape(len(fams), 2)
     log_ratio = np.log(held["latency_s"].to_numpy(dtype=float) / pred)
     covered = (log_ratio >= bounds[:, 0]) & (log_ratio <= bounds[:, 1])
-    interval = Interval(inside, covered, np.isfinite(bounds).all(axis=1))
+    interval = Interval(inside, covered, np.isfinite(bounds).all(axis=1),
+                        ~np.asarray(tuned.extrapolating(ops, device, timing), dtype=bool))
     return {"learned": pred,
             "learned_target": np.asarray(tuned.kernel_times(ops, device, timing), dtype=float)
             }, interval

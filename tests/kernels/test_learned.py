@@ -298,7 +298,8 @@ def test_device_residuals_are_deterministic_and_round_trip(fitted, physics, blac
     sample, held = blackwell
     tuned = add_learned_targets(fitted, sample)
     assert add_learned_targets(fitted, sample).to_json() == tuned.to_json()
-    assert tuned.device_residual("b200-sxm").booster_text
+    own = tuned.device_residual("b200-sxm")
+    assert own.booster_text and set(own.families) <= {"gemm", "attn_decode"}
     loaded = LearnedKernels.from_json(tuned.to_json())
     device, ops = get_device("b200-sxm"), measurement_ops(held)
     timing = held["timing"].to_numpy(dtype=object)
@@ -344,5 +345,7 @@ def test_residual_trees_correct_only_what_the_device_measured(rows, fitted, phys
     assert np.array_equal(got[attn], base[attn])
     assert not np.allclose(got[~attn], base[~attn])
     few = add_learned_targets(fitted, h200.head(TARGET_MIN_ROWS - 1))
-    assert few.device_residual("h200-sxm").booster_text == ""
+    own = few.device_residual("h200-sxm")
+    assert own.booster_text == "" and own.families == ()
+    assert set(own.envelope) == set(h200.head(TARGET_MIN_ROWS - 1)["family"])  # still widens
     assert fitted.device_residual("h200-sxm") is None

@@ -283,10 +283,11 @@ def _within(envelope: dict[str, dict], feats: pd.DataFrame) -> np.ndarray:
 class DeviceResidual:
     """One device's correction over the trees, from its own measured rows (the target-measured
     tier): residual trees on log(measured / learned forecast) (LightGBM text), then the
-    nearest-shape residual of what they leave. The trees correct only rows inside `envelope`
-    (that of the rows they were fitted on) of the `families` where, in TARGET_FOLDS-fold
-    cross-validation over those rows, they beat the nearest-shape residual alone (a few rows a
-    family overfit them); none under TARGET_MIN_ROWS rows."""
+    nearest-shape residual of what they leave. `envelope` is that of the rows (where the
+    trees price the device whatever its generation); the residual trees correct only rows
+    inside it, of the `families` where, in TARGET_FOLDS-fold cross-validation over the rows,
+    they beat the nearest-shape residual alone (a few rows a family overfit them); none under
+    TARGET_MIN_ROWS rows."""
 
     neighbour: NeighbourResidual
     booster_text: str = ""
@@ -298,7 +299,8 @@ class DeviceResidual:
             categories: dict[str, list[str]], seed: int = 0) -> DeviceResidual:
         families = _boosted_families(ops, feats, log_residual, categories, seed)
         if not families:
-            return cls(NeighbourResidual.fit(ops, variants(ops), log_residual))
+            return cls(NeighbourResidual.fit(ops, variants(ops), log_residual),
+                       envelope=_envelope(feats))
         text = _train_residual(feats, log_residual, categories, seed)
         fams = feats["family"].to_numpy(dtype=object)
         trees = _booster(text).predict(_encode(feats, categories), num_threads=1)

@@ -59,8 +59,7 @@ PUBLIC = {
     "perfcast.kernels": {
         "CROSS_GENERATION", "Calibration", "DeviceResidual", "EfficiencyModel",
         "ExecutionTimeModel", "ExpertLoad", "KERNEL_FAMILIES", "KERNEL_SOURCES", "KernelSource",
-        "LEARNED",
-        "LearnedKernels", "LearnedTimeModel", "NotedTimeModel", "PhysicsModel",
+        "LEARNED", "LearnedKernels", "LearnedTimeModel", "NotedTimeModel", "PhysicsModel",
         "RooflineModel", "SCHEMA_VERSION", "StackTimeModel", "TARGET_MEASURED",
         "UNCERTAINTY_TIERS", "UNMODELLED_FAMILIES", "UnitEfficiency",
         "add_learned_targets", "add_target_corrections", "calibration_devices",

@@ -169,7 +169,7 @@ class LearnedKernels:
     clip: dict[str, list[float]]  # family -> [lo, hi] of log(measured / roofline·waves)
     envelope: dict[str, dict]  # family -> dtype -> {"<ENVELOPE feature>": [lo, hi]}
     intervals: dict[str, list[float]] = field(default_factory=dict)  # family -> [q05, q95]
-    devices: dict[str, dict] = field(default_factory=dict)  # device -> DeviceResidual dict
+    devices: dict[str, DeviceResidual] = field(default_factory=dict)  # target tier
     provenance: dict = field(default_factory=dict)
     seconds_booster_text: str = ""  # s: log(measured seconds); "" in a schema-1 model
 
@@ -177,7 +177,8 @@ class LearnedKernels:
         data = {"schema_version": LEARNED_SCHEMA_VERSION if self.seconds_booster_text else 1,
                 "provenance": self.provenance, "categories": self.categories,
                 "clip": self.clip, "envelope": self.envelope, "intervals": self.intervals,
-                "devices": self.devices, "booster": self.booster_text}
+                "devices": {d: r.to_dict() for d, r in self.devices.items()},
+                "booster": self.booster_text}
         if self.seconds_booster_text:
             data["seconds_booster"] = self.seconds_booster_text
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
@@ -192,8 +193,9 @@ class LearnedKernels:
         if data["schema_version"] == 2 and not data.get("seconds_booster"):
             raise InputError("learned_kernels.seconds_booster", "missing in a schema-2 model",
                              "LightGBM model text")
+        devices = {d: DeviceResidual.from_dict(r) for d, r in data.get("devices", {}).items()}
         return cls(data["booster"], data["categories"], data["clip"], data["envelope"],
-                   data.get("intervals", {}), data.get("devices", {}), data["provenance"],
+                   data.get("intervals", {}), devices, data["provenance"],
                    data.get("seconds_booster", ""))
 
     def booster(self):
@@ -208,8 +210,7 @@ class LearnedKernels:
 
     def device_residual(self, device: str | None) -> DeviceResidual | None:
         """`device`'s own correction (the target-measured tier), None where it has none."""
-        data = self.devices.get(device) if device else None
-        return DeviceResidual.from_dict(data) if data else None
+        return self.devices.get(device) if device else None
 
     def device_coverage(self, device: Device) -> dict[str, str]:
         """Per family, whether `device`'s spec sheet lies inside the trees' training envelope
@@ -244,7 +245,7 @@ class LearnedKernels:
         if not len(feats):
             return np.zeros(0)
         x = _encode(feats, self.categories)
-        threads = 0 if len(feats) >= PARALLEL_ROWS else 1
+        threads = _threads(len(feats))
         fams = feats["family"].to_numpy(dtype=object)
         lo = np.array([self.clip.get(str(f), [-np.inf, np.inf])[0] for f in fams])
         hi = np.array([self.clip.get(str(f), [-np.inf, np.inf])[1] for f in fams])
@@ -297,16 +298,11 @@ class DeviceResidual:
     @classmethod
     def fit(cls, ops: pd.DataFrame, feats: pd.DataFrame, log_residual: np.ndarray,
             categories: dict[str, list[str]], seed: int = 0) -> DeviceResidual:
-        families = _boosted_families(ops, feats, log_residual, categories, seed)
-        if not families:
-            return cls(NeighbourResidual.fit(ops, variants(ops), log_residual),
-                       envelope=_envelope(feats))
-        text = _train_residual(feats, log_residual, categories, seed)
-        fams = feats["family"].to_numpy(dtype=object)
-        trees = _booster(text).predict(_encode(feats, categories), num_threads=1)
-        rest = log_residual - np.where(np.isin(fams, families), trees, 0.0)
-        return cls(NeighbourResidual.fit(ops, variants(ops), rest), text, _envelope(feats),
-                   families)
+        keys = variants(ops)
+        families = _boosted_families(ops, keys, feats, log_residual, categories, seed)
+        text, neighbour = _residual_parts(ops, keys, feats, log_residual, categories, seed,
+                                          families)
+        return cls(neighbour, text, _envelope(feats), families)
 
     def correction(self, ops: pd.DataFrame, feats: pd.DataFrame,
                    categories: dict[str, list[str]]) -> np.ndarray:
@@ -315,9 +311,8 @@ class DeviceResidual:
         own = _within(self.envelope, feats) & np.isin(feats["family"].to_numpy(dtype=object),
                                                       self.families)
         if self.booster_text and own.any():
-            threads = 0 if own.sum() >= PARALLEL_ROWS else 1
             out[own] += _booster(self.booster_text).predict(
-                _encode(feats[own], categories), num_threads=threads)
+                _encode(feats[own], categories), num_threads=_threads(int(own.sum())))
         return out
 
     def to_dict(self) -> dict:
@@ -333,44 +328,61 @@ class DeviceResidual:
                    data.get("envelope", {}), tuple(data.get("families", ())))
 
 
-def _train_residual(feats: pd.DataFrame, log_residual: np.ndarray,
-                    categories: dict[str, list[str]], seed: int) -> str:
-    return _train(feats, log_residual, categories, TARGET_ROUNDS, seed, params=TARGET_PARAMS,
+def _residual_parts(ops: pd.DataFrame, keys: np.ndarray, feats: pd.DataFrame,
+                    log_residual: np.ndarray, categories: dict[str, list[str]], seed: int,
+                    families: tuple[str, ...]) -> tuple[str, NeighbourResidual]:
+    """Residual trees on `log_residual` (LightGBM text; "" when `families` is empty) and the
+    nearest-shape residual of what they leave on the rows of `families` (all of it elsewhere)."""
+    if not families:
+        return "", NeighbourResidual.fit(ops, keys, log_residual)
+    text = _train(feats, log_residual, categories, TARGET_ROUNDS, seed, params=TARGET_PARAMS,
                   dropout=0.0)
+    trees = _load_booster(text).predict(_encode(feats, categories), num_threads=1)
+    fams = feats["family"].to_numpy(dtype=object)
+    rest = log_residual - np.where(np.isin(fams, families), trees, 0.0)
+    return text, NeighbourResidual.fit(ops, keys, rest)
 
 
-def _boosted_families(ops: pd.DataFrame, feats: pd.DataFrame, log_residual: np.ndarray,
-                      categories: dict[str, list[str]], seed: int) -> tuple[str, ...]:
+def _boosted_families(ops: pd.DataFrame, keys: np.ndarray, feats: pd.DataFrame,
+                      log_residual: np.ndarray, categories: dict[str, list[str]],
+                      seed: int) -> tuple[str, ...]:
     """Families whose held-out rows the residual trees plus the nearest-shape residual price
     better than the nearest-shape residual alone (mean APE, TARGET_FOLDS folds of rows)."""
     if len(feats) < TARGET_MIN_ROWS:
         return ()
+    fams = feats["family"].to_numpy(dtype=object)
+    every = tuple(sorted(set(fams)))
     fold = np.random.default_rng(seed).integers(0, TARGET_FOLDS, len(feats))
-    keys = variants(ops)
     alone, boosted = np.zeros(len(feats)), np.zeros(len(feats))
     for k in range(TARGET_FOLDS):
         fit, held = fold != k, fold == k
         if not fit.any() or not held.any():
             continue
-        fops, hops = ops[fit], ops[held]
-        alone[held] = NeighbourResidual.fit(fops, keys[fit], log_residual[fit]).correction(
-            hops, keys[held])
-        trees = _booster(_train_residual(feats[fit], log_residual[fit], categories, seed))
-        rest = log_residual[fit] - trees.predict(_encode(feats[fit], categories), num_threads=1)
-        boosted[held] = trees.predict(_encode(feats[held], categories), num_threads=1) + \
-            NeighbourResidual.fit(fops, keys[fit], rest).correction(hops, keys[held])
-    fams = feats["family"].to_numpy(dtype=object)
+        for families, out in (((), alone), (every, boosted)):
+            text, neighbour = _residual_parts(ops[fit], keys[fit], feats[fit],
+                                              log_residual[fit], categories, seed, families)
+            out[held] = neighbour.correction(ops[held], keys[held])
+            if text:  # a throwaway fold's trees: not kept in _booster's cache
+                out[held] += _load_booster(text).predict(_encode(feats[held], categories),
+                                                         num_threads=1)
     err_alone = np.abs(np.expm1(log_residual - alone))
     err_boosted = np.abs(np.expm1(log_residual - boosted))
-    return tuple(str(f) for f in sorted(set(fams))
+    return tuple(str(f) for f in every
                  if err_boosted[fams == f].mean() < err_alone[fams == f].mean())
 
 
-@cache
-def _booster(text: str):
+def _threads(rows: int) -> int:
+    """LightGBM prediction threads for `rows` rows (PARALLEL_ROWS)."""
+    return 0 if rows >= PARALLEL_ROWS else 1
+
+
+def _load_booster(text: str):
     import lightgbm as lgb
 
     return lgb.Booster(model_str=text)
+
+
+_booster = cache(_load_booster)  # the shipped and device trees, parsed once per text
 
 
 def _encode(feats: pd.DataFrame, categories: dict[str, list[str]],
@@ -488,8 +500,7 @@ def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame,
         log_roof = np.log(roofline_times(ops, device, waves=True))
         pred = log_roof + model.log_correction(feats, log_roof)
         resid = np.log(part["latency_s"].to_numpy(dtype=float)) - pred
-        devices[str(name)] = DeviceResidual.fit(ops, feats, resid, model.categories,
-                                                seed).to_dict()
+        devices[str(name)] = DeviceResidual.fit(ops, feats, resid, model.categories, seed)
     return replace(model, devices=devices)
 
 

@@ -96,6 +96,14 @@ pricing, simulation, measurement and check layers where a request runs):
 
 (`infer --help` 1.106 / 1.084 s and `serve --help`: unchanged code, the same modules.)
 
+Measured 2026-11-28 later (load ~2, median of 9; baseline = `git archive 6e2e868 src`), with
+`perfcast --help` written from typer's last rendering for the same terminal and environment
+(cli._help_cache: no typer or rich imported; the unmeasured first run stores it):
+
+    command                                 before     after    ratio
+    perfcast --help                         0.322 s   0.081 s    4.0x
+    perfcast --version                      0.209 s   0.201 s    1.0x
+
 The first run after an install or a calibration change parses the JSON and writes the copy
 (~0.7 s more, once). Left in `infer`: pandas ~0.57 s to import (op tables are DataFrames),
 numpy ~0.12 s, the copy's tables rebuilt as dicts and the residual grids' cells packed ~0.2 s,

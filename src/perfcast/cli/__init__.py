@@ -1,43 +1,24 @@
-"""The `perfcast` command line. Its commands are listed in `cli._lazy.COMMANDS` and imported
-only when one runs, so `perfcast --help` and `--version` import no command (nor perfcast.api)."""
+"""The `perfcast` command line: `main` is the entry point, `app` the typer app (built on
+first use). `perfcast --help` is answered from its last rendering where one matches this
+terminal and environment (`cli._help_cache`), before typer is imported."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
 
-import typer
-
-from perfcast import __version__
-from perfcast.cli import _debug
-from perfcast.cli._lazy import LazyGroup
+from perfcast import _lazy_exports
+from perfcast.cli import _help_cache
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
-    name="perfcast", no_args_is_help=True, add_completion=False, cls=LazyGroup,
-    help="Forecast ML workload performance on hardware you do not own.",
-    context_settings={"max_content_width": 100},
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"perfcast {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _global_options(
-    version: Annotated[bool, typer.Option(
-        "--version", is_eager=True, callback=_print_version,
-        help="Print perfcast's version and exit.")] = False,
-    debug: Annotated[bool, typer.Option(
-        "--debug", help="Show the Python traceback of an unexpected error (for a bug report); "
-        "goes before the command: perfcast --debug serve ...")] = False,
-) -> None:
-    """Forecast ML workload performance on hardware you do not own."""
-    _debug.set_debug(debug)  # every invocation sets it: one --debug run must not leak
+__getattr__, __dir__ = _lazy_exports(__name__, {"_app": ("app",)})
 
 
 def main() -> None:
-    app()
+    args = tuple(sys.argv[1:])
+    if _help_cache.replay(args):
+        return
+    from perfcast.cli._app import app
+
+    with _help_cache.recording(args):
+        app()

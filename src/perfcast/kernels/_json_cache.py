@@ -10,8 +10,8 @@ instead. Matrices come back as numpy arrays, everything else as `json.loads` giv
 The JSON stays the source of truth: the copy is named by the SHA-256 of the file's bytes, so
 an edited or replaced file is never answered from an old copy. Where the copy cannot be
 written (a read-only home, a full disk) the JSON is parsed every time; results are the same.
-The directory is `$PERFCAST_CACHE_DIR`, else `$XDG_CACHE_HOME/perfcast`, else
-`~/.cache/perfcast`; `PERFCAST_CACHE_DIR=` (empty) turns the copies off.
+The directory is perfcast._cache.cache_dir() (`$PERFCAST_CACHE_DIR`, ...;
+`PERFCAST_CACHE_DIR=` turns the copies off).
 """
 
 from __future__ import annotations
@@ -26,21 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from perfcast._cache import cache_dir
+
 __all__ = ["cache_dir", "read_json_data"]
 
 FORMAT = 1  # bump when the packing changes: old copies are then ignored (and pruned)
 _MATRIX, _CELLS = "\x00matrix", "\x00cells"  # markers no JSON document of ours uses
 _MIN_CELLS = 4  # smaller str -> float tables stay in the skeleton
 _SEP = "\x00"
-
-
-def cache_dir() -> Path | None:
-    """Where the compact copies live (module docstring); None when turned off."""
-    if "PERFCAST_CACHE_DIR" in os.environ:
-        value = os.environ["PERFCAST_CACHE_DIR"]
-        return Path(value) if value else None
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "perfcast"
 
 
 def read_json_data(path: Path | Any) -> Any:

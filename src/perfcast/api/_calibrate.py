@@ -7,7 +7,7 @@ family, and is used with `infer/step/serve --calibration FILE`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,14 +196,32 @@ class CalibrateResult:
         if self.host is not None and any(s["quiet"] is False for s in self.host.steps):
             out.append("some steps were timed while the machine was busy (quiet: false in "
                        "the steps file): rerun `perfcast measure --model` on an idle machine")
+        learned = self.learned_families["families"]
         if not self.families:
             out.append("no family beat the shipped model out of sample: the file changes "
-                       "no forecast")
+                       "no forecast" + (f" but those of --kernel-model learned (its "
+                                        f"residual corrects {', '.join(learned)})"
+                                        if learned else ""))
         return out
+
+    @property
+    def learned_families(self) -> dict[str, list]:
+        """The learned model's target tier in the file: {"families": the families its
+        residual corrects under `--kernel-model learned`, "residual_trees": those whose
+        residual trees beat the nearest-shape residual alone in cross-validation, "checks":
+        per family, held-out MAPE of the trees alone and with the residual}."""
+        learned = self.calibration.learned
+        checks = learned.get("checks", [])
+        tier = learned.get("devices", {}).get(self.device.name)
+        if tier is None:
+            return {"families": [], "residual_trees": [], "checks": checks}
+        return {"families": sorted(tier["envelope"]), "residual_trees": tier["families"],
+                "checks": checks}
 
     def payload(self) -> dict[str, Any]:
         return {"path": str(self.request.outputs.out), "device": self.device.name,
                 "stack": self.stack, "rows": len(self.rows), "families": self.families,
+                "learned_target": self.learned_families,
                 "kept_shipped": self.result.kept,
                 "checks": [c.to_dict() for c in self.result.checks],
                 "harness": harness(self.rows),
@@ -225,10 +243,34 @@ def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
         prov["steps"] = str(r.steps_path)
     result = calibrate_device(shipped_calibration(), r.rows, r.device, folds=i.folds,
                               seed=i.seed, provenance=prov)
+    result.own.learned = _learned_tier(r, i.folds, i.seed)
     host = None if r.steps is None else _fit_host(r, result)
     with writing(out, "out"):
         out.write_text(result.own.to_json())
     return CalibrateResult(r.request, result, r.device, r.rows, r.stack, host)
+
+
+def _learned_tier(r: ResolvedCalibrate, folds: int, seed: int) -> dict:
+    """The learned model's target tier from the same rows (`--kernel-model learned
+    --calibration FILE`): the device's residual over the shipped trees
+    (kernels.add_learned_targets), kept family by family where it beats the trees alone on
+    held-out folds (kernels.check_learned_target, recorded under "checks"); none for a
+    CPU, which the trees never price, nor where no family passed."""
+    from perfcast.kernels import add_learned_targets, check_learned_target, shipped_learned
+
+    name = r.device.name
+    if r.device.kind == "cpu":
+        return {}
+    base = shipped_learned()
+    checks = check_learned_target(base, r.rows, r.device, folds, seed)
+    model = add_learned_targets(base, r.rows, seed=seed, specs={name: r.device})
+    if name not in model.devices:
+        return {}
+    own = model.devices[name].skipping(tuple(c["family"] for c in checks if not c["kept"]))
+    if not own.envelope:
+        return {"checks": checks}
+    tier = replace(model, devices={name: own}).target_tier([name])
+    return tier | {"checks": checks}
 
 
 def _host(r: ResolvedCalibrate) -> str:

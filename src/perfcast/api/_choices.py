@@ -191,9 +191,11 @@ class KernelChoice(Group):
         return model, info
 
 
-def _user_families(model, device: Device | None) -> frozenset[str]:
+def _user_families(model, device: Device | None, learned=None) -> frozenset[str]:
     """Families a user calibration measured on the device: priced from it, whatever the
-    stack's source or kernel model (a measurement of the target beats any shipped table)."""
+    stack's source or kernel model (a measurement of the target beats any shipped table);
+    under the learned model, those its own target tier (`learned`, a LearnedKernels with
+    the file's residuals) does not correct."""
     from perfcast.kernels._learned import LearnedTimeModel
 
     if device is None:
@@ -201,7 +203,14 @@ def _user_families(model, device: Device | None) -> frozenset[str]:
     if isinstance(model, LearnedTimeModel):
         model = model.fallback
     own = model.calibration.provenance.get("merged", {}).get("user_families", {})
-    return frozenset(key.split("/")[0] for key in own.get(device.name, ()))
+    return frozenset(key.split("/")[0] for key in own.get(device.name, ())) \
+        - set(_learned_families(learned, device))
+
+
+def _learned_families(learned, device: Device | None) -> list[str]:
+    """The families the learned model's target tier corrects on `device` (none without)."""
+    own = learned.device_residual(device.name) if learned is not None and device else None
+    return sorted(own.envelope) if own is not None else []
 
 
 def kernel_model(name: str, calibration: str | None, device: Device | None = None,
@@ -228,11 +237,14 @@ def kernel_model(name: str, calibration: str | None, device: Device | None = Non
     if calibration:
         own = user_calibration(calibration, device, stack, allow_mismatch)
         model = PhysicsModel(shipped_calibration().merged_with(own))
-        info.update(calibration_summary(own, device))
+        learned = shipped_learned().with_target_tier(own.learned) if name == "learned" \
+            else None
+        info.update(calibration_summary(own, device, learned, name == "learned"))
     else:
         model = default_time_model()
     if name == "learned":
-        model = (LearnedTimeModel(shipped_learned(), model, _user_families(model, device))
+        model = (LearnedTimeModel(learned or shipped_learned(), model,
+                                  _user_families(model, device, learned))
                  if calibration else learned_time_model())
     if device is not None:
         info["tier"] = model.tier(device)
@@ -289,16 +301,22 @@ def user_calibration(path: str, device: Device | None, stack: str | None = None,
                                  else ""))
         own.devices = ({device.name: next(iter(own.devices.values()))} if own.devices
                        else {})
+        if own.learned.get("devices"):  # the learned tier's residual too
+            own.learned = {**own.learned, "devices": {
+                device.name: next(iter(own.learned["devices"].values()))}}
     own.provenance = {**own.provenance, "user_families": {
         d: sorted(fams) for d, fams in own.devices.items()}}
     return own
 
 
-def calibration_summary(own: Calibration, device: Device | None) -> dict[str, Any]:
+def calibration_summary(own: Calibration, device: Device | None, learned=None,
+                        learned_model: bool = False) -> dict[str, Any]:
     """What a user calibration changes in a forecast on `device`: the family/dtype
-    corrections it applies, those its check kept shipped, the stack it records, and
-    warnings (a file from before graph timing, whose GPU kernel times include launch
-    latency; a file that records no stack)."""
+    corrections it applies, those its check kept shipped, the stack it records, under the
+    learned model (`learned_model`) the families its target tier corrects (`learned`: the
+    shipped trees with the file's residuals, None when they do not apply), and warnings
+    (a file from before graph timing, whose GPU kernel times include launch latency; a file
+    that records no stack; a learned tier fitted over other trees)."""
     from perfcast.kernels._target import CALIBRATED
 
     prov = own.provenance
@@ -320,7 +338,14 @@ def calibration_summary(own: Calibration, device: Device | None) -> dict[str, An
     if "stack" not in prov:
         warnings.append("the calibration records no stack: it is applied whatever the "
                         "forecast's stack")
-    if device is not None and not out["calibration_families"]:
+    if learned_model:
+        out["calibration_learned_families"] = _learned_families(learned, device)
+        if learned is None and own.learned:
+            warnings.append("the calibration's learned-model residuals were fitted over "
+                            "another version of the learned model and are not applied (its "
+                            "physical corrections are): rerun `perfcast calibrate`")
+    if device is not None and not out["calibration_families"] \
+            and not out.get("calibration_learned_families"):
         warnings.append("the calibration corrects no kernel family on this device (its "
                         "check kept the shipped model everywhere)")
     if own.host:

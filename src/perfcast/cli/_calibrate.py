@@ -40,12 +40,33 @@ def _print(result: CalibrateResult) -> None:
                       _logs(c.base_log_error, c.calibrated_log_error), c.status)
     console = new_console()
     console.print(table)
+    _print_learned(console, result)
     if result.host is not None:
         _print_host(console, result)
     for line in result.warnings():
         console.print(f"warning: {line}", markup=False)
+    learned = result.learned_families["families"]
     console.print(f"wrote {result.request.outputs.out}: corrections for "
-                  f"{', '.join(result.families) or 'no family'}", markup=False)
+                  f"{', '.join(result.families) or 'no family'}"
+                  + (f"; under --kernel-model learned for {', '.join(learned)}"
+                     if learned else ""), markup=False)
+
+
+def _print_learned(console, result: CalibrateResult) -> None:
+    """The learned model's target tier: per family, the trees alone and with the device's
+    residual on held-out folds (`--kernel-model learned --calibration FILE` uses the kept)."""
+    checks = result.learned_families["checks"]
+    if not checks:
+        return
+    table = Table(title="learned model (--kernel-model learned): the device's residual "
+                  "over the shipped trees")
+    for col in ("family", "rows", "trees held-out", "with residual held-out", "kept"):
+        table.add_column(col, justify="left" if col in ("family", "kept") else "right",
+                         no_wrap=True)
+    for c in checks:
+        table.add_row(c["family"], str(c["rows"]), _pct(c["learned_mape"]),
+                      _pct(c["calibrated_mape"]), "residual" if c["kept"] else "trees")
+    console.print(table)
 
 
 def _ms(value: float | None) -> str:

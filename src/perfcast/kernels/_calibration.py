@@ -104,6 +104,11 @@ class Calibration:
     # (`perfcast measure --model`): {"stack": name, "host_speed": factor, "steps": [...]};
     # empty when none was measured (and in shipped calibrations).
     host: dict = field(default_factory=dict)
+    # A user calibration's target tier of the learned model (`--kernel-model learned`): the
+    # device's residual over the shipped trees, fitted on the same rows,
+    # LearnedKernels.target_tier's {"over": trees' fingerprint, "devices": {...}}; empty in
+    # shipped calibrations and in files written before it.
+    learned: dict = field(default_factory=dict)
 
     def tier_for(self, device: str) -> str:
         return TARGET_MEASURED if device in self.devices else CROSS_GENERATION
@@ -118,6 +123,8 @@ class Calibration:
         }
         if self.host:
             data["host"] = self.host
+        if self.learned:
+            data["learned"] = self.learned
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @classmethod
@@ -135,7 +142,8 @@ class Calibration:
             residuals={k: ResidualGrid.from_dict(v) for k, v in data["residuals"].items()},
             devices={d: {f: DeviceCorrection.from_dict(c) for f, c in fams.items()}
                      for d, fams in data["devices"].items()},
-            provenance=data["provenance"], host=data.get("host", {}))
+            provenance=data["provenance"], host=data.get("host", {}),
+            learned=data.get("learned", {}))
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
@@ -161,7 +169,7 @@ class Calibration:
                    for d in sorted(set(self.devices) | set(other.devices))}
         prov = {**self.provenance, "merged": other.provenance}
         return Calibration(self.families, self.residuals, devices, prov,
-                           other.host or self.host)
+                           other.host or self.host, other.learned or self.learned)
 
 
 _TEXT = ("layer", "op", "family", "phase", "dtype")

@@ -39,6 +39,7 @@ split) this halves the error of the physical model's target tier on decode atten
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -63,7 +64,8 @@ from perfcast.ops import COMM_FAMILIES
 from perfcast.specs import Device, get_device
 
 __all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "DeviceResidual",
-           "LearnedKernels", "LearnedTimeModel", "add_learned_targets", "fit_learned",
+           "LearnedKernels", "LearnedTimeModel", "add_learned_targets",
+           "check_learned_target", "fit_learned",
            "kernel_features", "learned_time_model", "shipped_learned"]
 
 LEARNED_SCHEMA_VERSION = 2
@@ -201,6 +203,27 @@ class LearnedKernels:
     def booster(self):
         return _booster(self.booster_text)
 
+    @property
+    def fingerprint(self) -> str:
+        """Names the trees (a hash of their text): a device residual fitted over one model
+        says which, and corrects no other."""
+        text = (self.booster_text + "\0" + self.seconds_booster_text).encode()
+        return hashlib.sha256(text).hexdigest()[:16]
+
+    def target_tier(self, names: list[str]) -> dict:
+        """The residuals of `names` as a user calibration stores them (Calibration.learned):
+        {"over": the trees' fingerprint, "devices": {name: DeviceResidual dict}}."""
+        return {"over": self.fingerprint,
+                "devices": {n: self.devices[n].to_dict() for n in sorted(names)}}
+
+    def with_target_tier(self, tier: dict) -> LearnedKernels | None:
+        """This model plus a stored target tier's residuals; None when they were fitted over
+        other trees (another perfcast's shipped model), which they cannot correct."""
+        if tier.get("over") != self.fingerprint:
+            return None
+        own = {d: DeviceResidual.from_dict(r) for d, r in tier.get("devices", {}).items()}
+        return replace(self, devices={**self.devices, **own})
+
     def inside(self, feats: pd.DataFrame, device: str | None = None) -> np.ndarray:
         """Rows within the training envelope of their family and dtype (module docstring),
         or within that of `device`'s own measured rows where it has a residual."""
@@ -294,6 +317,9 @@ class DeviceResidual:
     booster_text: str = ""
     envelope: dict[str, dict] = field(default_factory=dict)
     families: tuple[str, ...] = ()
+    # families left uncorrected: `perfcast calibrate`'s check found the residual no better
+    # than the trees alone on held-out rows (`check_learned_target`); none when fitted
+    skip: tuple[str, ...] = ()
 
     @classmethod
     def fit(cls, ops: pd.DataFrame, feats: pd.DataFrame, log_residual: np.ndarray,
@@ -308,16 +334,25 @@ class DeviceResidual:
                    categories: dict[str, list[str]]) -> np.ndarray:
         """log correction per row (`feats`: the rows' kernel_features)."""
         out = self.neighbour.correction(ops, feats["variant"].to_numpy(dtype=object))
-        own = _within(self.envelope, feats) & np.isin(feats["family"].to_numpy(dtype=object),
-                                                      self.families)
+        fams = feats["family"].to_numpy(dtype=object)
+        own = _within(self.envelope, feats) & np.isin(fams, self.families)
         if self.booster_text and own.any():
             out[own] += _booster(self.booster_text).predict(
                 _encode(feats[own], categories), num_threads=_threads(int(own.sum())))
+        if self.skip:
+            out[np.isin(fams, self.skip)] = 0.0
         return out
 
+    def skipping(self, families: tuple[str, ...]) -> DeviceResidual:
+        """This residual with `families` left uncorrected, and out of its envelope (the trees
+        then price them on the device only inside their own)."""
+        return replace(self, skip=tuple(sorted(families)),
+                       envelope={f: e for f, e in self.envelope.items() if f not in families})
+
     def to_dict(self) -> dict:
-        return {"neighbour": self.neighbour.to_dict(), "booster": self.booster_text,
+        data = {"neighbour": self.neighbour.to_dict(), "booster": self.booster_text,
                 "envelope": self.envelope, "families": list(self.families)}
+        return data | ({"skip": list(self.skip)} if self.skip else {})
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceResidual:
@@ -325,7 +360,8 @@ class DeviceResidual:
         if "neighbour" not in data:
             return cls(NeighbourResidual.from_dict(data))
         return cls(NeighbourResidual.from_dict(data["neighbour"]), data.get("booster", ""),
-                   data.get("envelope", {}), tuple(data.get("families", ())))
+                   data.get("envelope", {}), tuple(data.get("families", ())),
+                   tuple(data.get("skip", ())))
 
 
 def _residual_parts(ops: pd.DataFrame, keys: np.ndarray, feats: pd.DataFrame,
@@ -487,21 +523,55 @@ def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, log_roof: np.ndarray,
     return out
 
 
-def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame,
-                        seed: int = 0) -> LearnedKernels:
+def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame, seed: int = 0,
+                        specs: dict[str, Device] | None = None) -> LearnedKernels:
     """`model` plus each target device's own correction (`DeviceResidual`) from a sample of
     its rows (store schema): residual trees and nearest-shape interpolation of
-    log(measured / learned forecast), the target-measured tier."""
+    log(measured / learned forecast), the target-measured tier. `specs` supplies devices
+    outside the catalog (`perfcast calibrate --device-spec`)."""
     rows = rows[~rows["family"].isin(COMM_FAMILIES)]
     devices = dict(model.devices)
     for name, part in rows.groupby("device", sort=True):
-        device, ops = get_device(name), measurement_ops(part)
-        feats = kernel_features(ops, device, part["timing"].to_numpy(dtype=object))
-        log_roof = np.log(roofline_times(ops, device, waves=True))
-        pred = log_roof + model.log_correction(feats, log_roof)
-        resid = np.log(part["latency_s"].to_numpy(dtype=float)) - pred
+        device = (specs or {}).get(str(name)) or get_device(name)
+        ops, feats, resid = _device_residuals(model, part, device)
         devices[str(name)] = DeviceResidual.fit(ops, feats, resid, model.categories, seed)
     return replace(model, devices=devices)
+
+
+def _device_residuals(model: LearnedKernels, rows: pd.DataFrame, device: Device
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """(ops, kernel features, log(measured / the trees' forecast)) of one device's rows."""
+    ops = measurement_ops(rows)
+    feats = kernel_features(ops, device, rows["timing"].to_numpy(dtype=object))
+    log_roof = np.log(roofline_times(ops, device, waves=True))
+    pred = log_roof + model.log_correction(feats, log_roof)
+    return ops, feats, np.log(rows["latency_s"].to_numpy(dtype=float)) - pred
+
+
+def check_learned_target(model: LearnedKernels, rows: pd.DataFrame, device: Device,
+                         folds: int = 5, seed: int = 0) -> list[dict]:
+    """Per family, the held-out MAPE of the trees alone and of the trees with the device's
+    residual (`DeviceResidual` fitted on the other folds of the rows, `folds` folds drawn
+    with `seed`): {"family", "rows", "learned_mape", "calibrated_mape", "kept"}, kept where
+    the residual is better. `perfcast calibrate` drops the residual of the others."""
+    rows = rows[~rows["family"].isin(COMM_FAMILIES)]
+    ops, feats, resid = _device_residuals(model, rows, device)
+    fold = np.random.default_rng(seed).permutation(len(rows)) % folds
+    held = np.zeros(len(rows))
+    for k in range(folds):
+        fit, test = fold != k, fold == k
+        if fit.any() and test.any():
+            own = DeviceResidual.fit(ops[fit], feats[fit], resid[fit], model.categories, seed)
+            held[test] = own.correction(ops[test], feats[test], model.categories)
+    fams = feats["family"].to_numpy(dtype=object)
+    out = []
+    for family in sorted(set(fams)):
+        sel = fams == family
+        before = float(np.mean(np.abs(np.exp(-resid[sel]) - 1)))
+        after = float(np.mean(np.abs(np.exp(held[sel] - resid[sel]) - 1)))
+        out.append({"family": str(family), "rows": int(sel.sum()), "learned_mape": before,
+                    "calibrated_mape": after, "kept": after < before})
+    return out
 
 
 class LearnedTimeModel:

@@ -10,9 +10,12 @@ it was derived from, so deleting the directory is always safe.
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["cache_dir"]
+__all__ = ["cache_dir", "write_atomically"]
 
 
 def cache_dir() -> Path | None:
@@ -22,3 +25,23 @@ def cache_dir() -> Path | None:
         return Path(value) if value else None
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "perfcast"
+
+
+def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> bool:
+    """Write `path` (and its folder) through a temporary file beside it renamed into place,
+    so a reader sees the whole file or none; False where it cannot be written (a read-only
+    home, a full disk), leaving nothing behind."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+        with os.fdopen(fd, "wb") as out:
+            write(out)
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -18,6 +18,7 @@ be written, typer renders every time. The newest KEEP renderings are kept.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import io
@@ -25,13 +26,12 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from perfcast import __version__
-from perfcast._cache import cache_dir
+from perfcast._cache import cache_dir, write_atomically
 
 __all__ = ["REPLAYED", "help_key", "recording", "replay"]
 
@@ -146,22 +146,12 @@ def _streams() -> dict:
 
 def _store(path: Path, text: str) -> None:
     """Write atomically (a reader sees the whole rendering or none); keep the newest KEEP."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-        os.replace(tmp, path)
-        tmp = None
+    if not write_atomically(path, lambda out: out.write(text.encode("utf-8"))):
+        return
+    with contextlib.suppress(OSError):
         renderings = sorted(path.parent.glob("*.txt"), key=lambda p: p.stat().st_mtime_ns)
         for old in renderings[:-KEEP]:
             old.unlink(missing_ok=True)
-    except OSError:
-        return
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 class _Tee:

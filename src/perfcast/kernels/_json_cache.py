@@ -16,17 +16,16 @@ The directory is perfcast._cache.cache_dir() (`$PERFCAST_CACHE_DIR`, ...;
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from perfcast._cache import cache_dir
+from perfcast._cache import cache_dir, write_atomically
 
 __all__ = ["cache_dir", "read_json_data"]
 
@@ -75,25 +74,16 @@ def _write(folder: Path, copy: Path, data: Any) -> None:
     except ValueError:  # a document the packing cannot represent: no copy, parse each time
         return
     head = json.dumps({"names": len(names), "root": skeleton}).encode()
-    tmp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=copy.stem, suffix=".tmp")
-        with os.fdopen(fd, "wb") as out:
-            np.savez(out, skeleton=np.frombuffer(head, np.uint8),
-                     floats=np.asarray(floats, dtype=np.float64),
-                     names=np.frombuffer(_SEP.join(names).encode(), np.uint8))
-        os.replace(tmp, copy)  # atomic: a reader sees the whole copy or none
-        tmp = None
-        stem = copy.name.rsplit("-", 2)[0]
+    if not write_atomically(copy, lambda out: np.savez(
+            out, skeleton=np.frombuffer(head, np.uint8),
+            floats=np.asarray(floats, dtype=np.float64),
+            names=np.frombuffer(_SEP.join(names).encode(), np.uint8))):
+        return
+    stem = copy.name.rsplit("-", 2)[0]
+    with contextlib.suppress(OSError):
         for old in folder.glob(f"{stem}-*.npz"):  # copies of earlier versions of the file
             if old != copy and old.name.rsplit("-", 2)[0] == stem:
                 old.unlink(missing_ok=True)
-    except OSError:
-        return
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 def _pack(node: Any, floats: list[float], names: list[str]) -> Any:

@@ -146,3 +146,14 @@ def test_rows_at_the_trees_forecast_keep_no_residual():
     rows = rows.assign(latency_s=_learned_s(rows))
     (check,) = check_learned_target(shipped_learned(), rows, H100, folds=3)
     assert check["learned_mape"] < 1e-9 and not check["kept"]
+
+
+def test_a_file_whose_check_kept_no_residual_warns_of_nothing(slow_gemms, tmp_path):
+    _, out, _ = slow_gemms
+    data = json.loads(out.read_text())
+    data["learned"] = {"checks": [{**data["learned"]["checks"][0], "kept": False}]}
+    none = tmp_path / "none.json"
+    none.write_text(json.dumps(data))
+    info = _infer(kernel_model="learned", calibration=str(none))["inputs"]["kernel_model"]
+    assert info["calibration_learned_families"] == []
+    assert not any("learned-model residuals" in w for w in info["calibration_warnings"])

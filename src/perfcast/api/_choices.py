@@ -340,7 +340,7 @@ def calibration_summary(own: Calibration, device: Device | None, learned=None,
                         "forecast's stack")
     if learned_model:
         out["calibration_learned_families"] = _learned_families(learned, device)
-        if learned is None and own.learned:
+        if learned is None and own.learned.get("over"):  # a tier with no device: checks
             warnings.append("the calibration's learned-model residuals were fitted over "
                             "another version of the learned model and are not applied (its "
                             "physical corrections are): rerun `perfcast calibrate`")

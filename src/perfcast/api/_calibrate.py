@@ -7,7 +7,7 @@ family, and is used with `infer/step/serve --calibration FILE`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,7 +196,7 @@ class CalibrateResult:
         if self.host is not None and any(s["quiet"] is False for s in self.host.steps):
             out.append("some steps were timed while the machine was busy (quiet: false in "
                        "the steps file): rerun `perfcast measure --model` on an idle machine")
-        learned = self.learned_families["families"]
+        learned = self.learned_target["families"]
         if not self.families:
             out.append("no family beat the shipped model out of sample: the file changes "
                        "no forecast" + (f" but those of --kernel-model learned (its "
@@ -205,7 +205,7 @@ class CalibrateResult:
         return out
 
     @property
-    def learned_families(self) -> dict[str, list]:
+    def learned_target(self) -> dict[str, list]:
         """The learned model's target tier in the file: {"families": the families its
         residual corrects under `--kernel-model learned`, "residual_trees": those whose
         residual trees beat the nearest-shape residual alone in cross-validation, "checks":
@@ -221,7 +221,7 @@ class CalibrateResult:
     def payload(self) -> dict[str, Any]:
         return {"path": str(self.request.outputs.out), "device": self.device.name,
                 "stack": self.stack, "rows": len(self.rows), "families": self.families,
-                "learned_target": self.learned_families,
+                "learned_target": self.learned_target,
                 "kept_shipped": self.result.kept,
                 "checks": [c.to_dict() for c in self.result.checks],
                 "harness": harness(self.rows),
@@ -252,25 +252,14 @@ def execute_calibrate(r: ResolvedCalibrate) -> CalibrateResult:
 
 def _learned_tier(r: ResolvedCalibrate, folds: int, seed: int) -> dict:
     """The learned model's target tier from the same rows (`--kernel-model learned
-    --calibration FILE`): the device's residual over the shipped trees
-    (kernels.add_learned_targets), kept family by family where it beats the trees alone on
-    held-out folds (kernels.check_learned_target, recorded under "checks"); none for a
-    CPU, which the trees never price, nor where no family passed."""
-    from perfcast.kernels import add_learned_targets, check_learned_target, shipped_learned
+    --calibration FILE`): the device's residual over the shipped trees, kept family by
+    family where it beats the trees alone on held-out folds (kernels.learned_target_tier);
+    none for a CPU, which the trees never price."""
+    from perfcast.kernels import learned_target_tier, shipped_learned
 
-    name = r.device.name
     if r.device.kind == "cpu":
         return {}
-    base = shipped_learned()
-    checks = check_learned_target(base, r.rows, r.device, folds, seed)
-    model = add_learned_targets(base, r.rows, seed=seed, specs={name: r.device})
-    if name not in model.devices:
-        return {}
-    own = model.devices[name].skipping(tuple(c["family"] for c in checks if not c["kept"]))
-    if not own.envelope:
-        return {"checks": checks}
-    tier = replace(model, devices={name: own}).target_tier([name])
-    return tier | {"checks": checks}
+    return learned_target_tier(shipped_learned(), r.rows, r.device, folds, seed)
 
 
 def _host(r: ResolvedCalibrate) -> str:

@@ -15,10 +15,10 @@ __getattr__, __dir__ = _lazy_exports(__name__, {"_app": ("app",)})
 
 
 def main() -> None:
-    args = tuple(sys.argv[1:])
-    if _help_cache.replay(args):
+    stored = _help_cache.stored(tuple(sys.argv[1:]))  # None unless `perfcast --help`
+    if _help_cache.replay(stored):
         return
     from perfcast.cli._app import app
 
-    with _help_cache.recording(args):
+    with _help_cache.recording(stored):
         app()

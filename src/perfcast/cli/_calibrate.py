@@ -45,7 +45,7 @@ def _print(result: CalibrateResult) -> None:
         _print_host(console, result)
     for line in result.warnings():
         console.print(f"warning: {line}", markup=False)
-    learned = result.learned_families["families"]
+    learned = result.learned_target["families"]
     console.print(f"wrote {result.request.outputs.out}: corrections for "
                   f"{', '.join(result.families) or 'no family'}"
                   + (f"; under --kernel-model learned for {', '.join(learned)}"
@@ -55,7 +55,7 @@ def _print(result: CalibrateResult) -> None:
 def _print_learned(console, result: CalibrateResult) -> None:
     """The learned model's target tier: per family, the trees alone and with the device's
     residual on held-out folds (`--kernel-model learned --calibration FILE` uses the kept)."""
-    checks = result.learned_families["checks"]
+    checks = result.learned_target["checks"]
     if not checks:
         return
     table = Table(title="learned model (--kernel-model learned): the device's residual "

@@ -5,10 +5,10 @@ time (issue 22: `perfcast --help` <= 0.3 s). The text is a pure function of what
 rendering reads: the invocation and program name, the CLI's source files, the installed typer
 and rich, the Python, the terminal (which standard streams are terminals, its size, the
 output encoding) and the environment variables rich and typer consult (colour, width,
-terminal kind). `replay` hashes all of that into a key and, when a rendering with that key
-is on disk, writes it and reports True. Otherwise `main` runs typer as before inside
-`recording`, which keeps what typer wrote to stdout and stores it under the key when the
-command exits 0 having written nothing to stderr. So the replay is typer's own output, byte
+terminal kind). `stored` hashes all of that into a key, the name of the rendering's file;
+`replay` writes that file when it is on disk and reports True. Otherwise `main` runs typer
+as before inside `recording`, which keeps what typer wrote to stdout and stores it in that
+file when the command exits 0 having written nothing to stderr. So the replay is typer's own output, byte
 for byte (tests/cli/test_help_cache.py compares the two across terminals and environments).
 
 Standard library only: this runs before anything else is imported. Copies live in
@@ -33,7 +33,7 @@ from pathlib import Path
 from perfcast import __version__
 from perfcast._cache import cache_dir, write_atomically
 
-__all__ = ["REPLAYED", "help_key", "recording", "replay"]
+__all__ = ["REPLAYED", "help_key", "recording", "replay", "stored"]
 
 FORMAT = 1  # bump when what a rendering depends on changes
 REPLAYED = (("--help",),)  # the invocations replayed (their output depends on no option)
@@ -63,9 +63,16 @@ def help_key(args: tuple[str, ...]) -> str | None:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def replay(args: tuple[str, ...]) -> bool:
-    """Write the stored rendering of `perfcast ARGS` to stdout; False when there is none."""
-    path = _path(args)
+def stored(args: tuple[str, ...]) -> Path | None:
+    """Where the rendering of `perfcast ARGS` is (or would be) stored; None when ARGS is
+    not replayed or the cache is turned off."""
+    folder = cache_dir()
+    key = help_key(args) if folder is not None else None
+    return None if key is None else folder / "help" / f"{key}.txt"
+
+
+def replay(path: Path | None) -> bool:
+    """Write the rendering stored at `path` (`stored`) to stdout; False when there is none."""
     if path is None:
         return False
     try:
@@ -82,10 +89,10 @@ def replay(args: tuple[str, ...]) -> bool:
 
 
 @contextmanager
-def recording(args: tuple[str, ...]) -> Iterator[None]:
-    """Run the block (typer rendering `perfcast ARGS`) with stdout and stderr recorded; store
-    stdout's text under the key when it exits 0 (or returns) and wrote nothing to stderr."""
-    path = _path(args)
+def recording(path: Path | None) -> Iterator[None]:
+    """Run the block (typer rendering the help `path` is for) with stdout and stderr recorded;
+    store stdout's text at `path` when it exits 0 (or returns) and wrote nothing to stderr
+    (None: run it as it is)."""
     if path is None:
         yield
         return
@@ -102,12 +109,6 @@ def recording(args: tuple[str, ...]) -> Iterator[None]:
         sys.stdout, sys.stderr = out.stream, err.stream
         if ok and not err.text.getvalue() and out.text.getvalue():
             _store(path, out.text.getvalue())
-
-
-def _path(args: tuple[str, ...]) -> Path | None:
-    folder = cache_dir()
-    key = help_key(args) if folder is not None else None
-    return None if key is None else folder / "help" / f"{key}.txt"
 
 
 def _sources_digest() -> str:

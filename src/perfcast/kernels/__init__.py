@@ -11,7 +11,7 @@ _EXPORTS = {
         "shipped_calibration"),
     "_learned": ("LEARNED", "DeviceResidual", "LearnedKernels", "LearnedTimeModel",
         "add_learned_targets", "check_learned_target", "fit_learned", "kernel_features",
-        "learned_time_model", "shipped_learned"),
+        "learned_target_tier", "learned_time_model", "shipped_learned"),
     "_moe": ("ExpertLoad", "expert_load"),
     "_roofline": ("EfficiencyModel", "ExecutionTimeModel", "NotedTimeModel", "RooflineModel",
         "UnitEfficiency", "model_notes", "peak_flops", "roofline_times", "thread_blocks",

@@ -106,7 +106,7 @@ class Calibration:
     host: dict = field(default_factory=dict)
     # A user calibration's target tier of the learned model (`--kernel-model learned`): the
     # device's residual over the shipped trees, fitted on the same rows,
-    # LearnedKernels.target_tier's {"over": trees' fingerprint, "devices": {...}}; empty in
+    # learned_target_tier's {"over": trees' fingerprint, "devices": {...}, "checks"}; empty in
     # shipped calibrations and in files written before it.
     learned: dict = field(default_factory=dict)
 

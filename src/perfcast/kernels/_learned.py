@@ -65,7 +65,7 @@ from perfcast.specs import Device, get_device
 
 __all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "DeviceResidual",
            "LearnedKernels", "LearnedTimeModel", "add_learned_targets",
-           "check_learned_target", "fit_learned",
+           "check_learned_target", "fit_learned", "learned_target_tier",
            "kernel_features", "learned_time_model", "shipped_learned"]
 
 LEARNED_SCHEMA_VERSION = 2
@@ -209,12 +209,6 @@ class LearnedKernels:
         says which, and corrects no other."""
         text = (self.booster_text + "\0" + self.seconds_booster_text).encode()
         return hashlib.sha256(text).hexdigest()[:16]
-
-    def target_tier(self, names: list[str]) -> dict:
-        """The residuals of `names` as a user calibration stores them (Calibration.learned):
-        {"over": the trees' fingerprint, "devices": {name: DeviceResidual dict}}."""
-        return {"over": self.fingerprint,
-                "devices": {n: self.devices[n].to_dict() for n in sorted(names)}}
 
     def with_target_tier(self, tier: dict) -> LearnedKernels | None:
         """This model plus a stored target tier's residuals; None when they were fitted over
@@ -523,17 +517,15 @@ def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, log_roof: np.ndarray,
     return out
 
 
-def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame, seed: int = 0,
-                        specs: dict[str, Device] | None = None) -> LearnedKernels:
+def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame,
+                        seed: int = 0) -> LearnedKernels:
     """`model` plus each target device's own correction (`DeviceResidual`) from a sample of
     its rows (store schema): residual trees and nearest-shape interpolation of
-    log(measured / learned forecast), the target-measured tier. `specs` supplies devices
-    outside the catalog (`perfcast calibrate --device-spec`)."""
+    log(measured / learned forecast), the target-measured tier."""
     rows = rows[~rows["family"].isin(COMM_FAMILIES)]
     devices = dict(model.devices)
     for name, part in rows.groupby("device", sort=True):
-        device = (specs or {}).get(str(name)) or get_device(name)
-        ops, feats, resid = _device_residuals(model, part, device)
+        ops, feats, resid = _device_residuals(model, part, get_device(name))
         devices[str(name)] = DeviceResidual.fit(ops, feats, resid, model.categories, seed)
     return replace(model, devices=devices)
 
@@ -553,11 +545,15 @@ def check_learned_target(model: LearnedKernels, rows: pd.DataFrame, device: Devi
     """Per family, the held-out MAPE of the trees alone and of the trees with the device's
     residual (`DeviceResidual` fitted on the other folds of the rows, `folds` folds drawn
     with `seed`): {"family", "rows", "learned_mape", "calibrated_mape", "kept"}, kept where
-    the residual is better. `perfcast calibrate` drops the residual of the others."""
+    the residual is better. `learned_target_tier` drops the residual of the others."""
     rows = rows[~rows["family"].isin(COMM_FAMILIES)]
-    ops, feats, resid = _device_residuals(model, rows, device)
-    fold = np.random.default_rng(seed).permutation(len(rows)) % folds
-    held = np.zeros(len(rows))
+    return _target_checks(model, *_device_residuals(model, rows, device), folds, seed)
+
+
+def _target_checks(model: LearnedKernels, ops: pd.DataFrame, feats: pd.DataFrame,
+                   resid: np.ndarray, folds: int, seed: int) -> list[dict]:
+    fold = np.random.default_rng(seed).permutation(len(resid)) % folds
+    held = np.zeros(len(resid))
     for k in range(folds):
         fit, test = fold != k, fold == k
         if fit.any() and test.any():
@@ -572,6 +568,26 @@ def check_learned_target(model: LearnedKernels, rows: pd.DataFrame, device: Devi
         out.append({"family": str(family), "rows": int(sel.sum()), "learned_mape": before,
                     "calibrated_mape": after, "kept": after < before})
     return out
+
+
+def learned_target_tier(model: LearnedKernels, rows: pd.DataFrame, device: Device,
+                        folds: int = 5, seed: int = 0) -> dict:
+    """`device`'s target tier over `model` as a user calibration stores it
+    (Calibration.learned): {"over": the trees' fingerprint, "devices": {name: its
+    DeviceResidual, fitted on all the rows, the families `check_learned_target` did not
+    keep skipped}, "checks": that check}; no "over"/"devices" where no family passed,
+    {} without kernel rows. `device` may be outside the catalog."""
+    rows = rows[~rows["family"].isin(COMM_FAMILIES)]
+    if rows.empty:
+        return {}
+    ops, feats, resid = _device_residuals(model, rows, device)
+    checks = _target_checks(model, ops, feats, resid, folds, seed)
+    own = DeviceResidual.fit(ops, feats, resid, model.categories, seed).skipping(
+        tuple(c["family"] for c in checks if not c["kept"]))
+    if not own.envelope:
+        return {"checks": checks}
+    return {"over": model.fingerprint, "devices": {device.name: own.to_dict()},
+            "checks": checks}
 
 
 class LearnedTimeModel:

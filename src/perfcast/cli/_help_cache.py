@@ -8,8 +8,9 @@ output encoding) and the environment variables rich and typer consult (colour, w
 terminal kind). `stored` hashes all of that into a key, the name of the rendering's file;
 `replay` writes that file when it is on disk and reports True. Otherwise `main` runs typer
 as before inside `recording`, which keeps what typer wrote to stdout and stores it in that
-file when the command exits 0 having written nothing to stderr. So the replay is typer's own output, byte
-for byte (tests/cli/test_help_cache.py compares the two across terminals and environments).
+file when the command exits 0 having written nothing to stderr. So the replay is typer's own
+output, byte for byte (tests/cli/test_help_cache.py compares the two across terminals and
+environments).
 
 Standard library only: this runs before anything else is imported. Copies live in
 `perfcast._cache.cache_dir()/help` (`PERFCAST_CACHE_DIR=` turns them off); where they cannot

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -55,6 +57,42 @@ def test_fit_recovers_a_model_generated_dataset_on_an_unseen_device():
     pred = PhysicsModel(cal).kernel_times(measurement_ops(held), get_device("h200-sxm"))
     ape = np.abs(pred - held["latency_s"]) / held["latency_s"]
     assert ape.mean() < 0.02
+
+
+def _beyond_and_at_edge(params: FamilyParams, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """`device`'s forecasts of some GEMMs, and the same with its bandwidth and FLOP/s per
+    watt features moved to the nearest edge of the range the slopes were fitted over."""
+    rows = _rows(device, 50, 7)
+    prep = prepare(measurement_ops(rows), get_device(device), rows["timing"].to_numpy())
+    bounds = params.device_range or {"log_flops_per_w": [-np.inf, np.inf],
+                                     "log_bw_tbps": [-np.inf, np.inf]}
+    edge = replace(prep, **{k: np.clip(getattr(prep, k), *bounds[k]) for k in bounds})
+    return evaluate(params, prep), evaluate(params, edge)
+
+
+def test_two_device_slopes_interpolate_only():
+    """Two devices fix the power and bandwidth slopes (recovered on model-generated data), but
+    only between them: a GPU beyond them is priced at the nearer one's efficiency. From
+    three devices on the slopes extrapolate."""
+    two = fit_calibration(_synthetic(devices=DEVICES[:2], n=200)).families["gemm"]
+    assert two.power_slope == pytest.approx(TRUE.power_slope, abs=1e-3)
+    assert two.bandwidth_slope == pytest.approx(TRUE.bandwidth_slope, abs=1e-3)
+    h200 = get_device("h200-sxm").hbm_bandwidth_bps / 1e12
+    assert np.log(h200) > two.device_range["log_bw_tbps"][1]  # beyond A100 and H100
+    beyond, edge = _beyond_and_at_edge(two, "h200-sxm")
+    assert np.array_equal(beyond, edge)
+    three = fit_calibration(_synthetic(devices=DEVICES[:3], n=200)).families["gemm"]
+    assert three.device_range is None
+    free, _ = _beyond_and_at_edge(three, "h200-sxm")
+    bounded, _ = _beyond_and_at_edge(replace(three, device_range=two.device_range), "h200-sxm")
+    assert not np.allclose(free, bounded)  # H200 priced along the slopes, past H100
+    cal = fit_calibration(_synthetic(devices=DEVICES[:2], n=200))
+    assert Calibration.from_json(cal.to_json()).families["gemm"] == two  # the range is kept
+
+
+def test_one_device_fits_no_slopes():
+    one = fit_calibration(_synthetic(devices=DEVICES[:1], n=200)).families["gemm"]
+    assert abs(one.power_slope) < 1e-8 and abs(one.bandwidth_slope) < 1e-8
 
 
 def test_target_corrections_fix_a_biased_device():

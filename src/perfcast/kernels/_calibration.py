@@ -7,7 +7,7 @@ device's own corrections fitted on a sample of its measurements)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -42,6 +42,12 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 TARGET_PRIOR_WEIGHT = 0.01  # pull of a device refit toward the shared parameters
+# A family's device slopes (power, bandwidth) extrapolate from this many devices on. Two fix a
+# slope by their two efficiencies alone: it interpolates between them, but beyond them it
+# carries their noise to every other GPU (Vidur's tables, one of three GPUs held out: A40's
+# memory-bound kernels 1.5-5x off, worse than the roofline), so there it stops at the nearer
+# device (FamilyParams.device_range).
+SLOPE_MIN_DEVICES = 3
 CROSS_GENERATION = "cross_generation"
 TARGET_MEASURED = "target_measured"
 # Stored families that are not fitted (none today: fused MoE layers, AIConfigurator `moe`,
@@ -244,12 +250,19 @@ def fit_calibration(train: pd.DataFrame, target: pd.DataFrame | None = None,
     families, residuals = {}, {}
     for family, rows in train.groupby("family", sort=True):
         prep, lat, grp, bins, dts = _prepare_rows(rows, devices)
-        power = len(set(grp)) > 2
-        params = fit_family(family, prep, lat, grp, power_feature=power)
+        params = fit_family(family, prep, lat, grp, device_slopes=len(set(grp)) > 1)
+        if len(set(grp)) < SLOPE_MIN_DEVICES:
+            params = replace(params, device_range=_device_range(prep))
         families[family] = params
         residuals[family] = ResidualGrid.fit(bins, dts, np.log(lat / evaluate(params, prep)))
     cal = Calibration(families, residuals, {}, dict(provenance or {}))
     return cal if target is None else add_target_corrections(cal, target, devices)
+
+
+def _device_range(prep: Prepared) -> dict[str, list[float]]:
+    """[lo, hi] of the device features the slopes multiply, over the fitted rows."""
+    return {name: [float(v.min()), float(v.max())] for name, v in
+            (("log_flops_per_w", prep.log_flops_per_w), ("log_bw_tbps", prep.log_bw_tbps))}
 
 
 def add_target_corrections(cal: Calibration, target: pd.DataFrame,

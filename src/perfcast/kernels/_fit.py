@@ -51,7 +51,7 @@ def _unpack(theta: np.ndarray, family: str, classes: list[str], timings: list[st
                         bandwidth_slope=float(bw), blocks_per_sm_to_saturate=block_bw,
                         block_time_s=block_time,
                         fixed_s=fixed, launch_s=launch,
-                        smoothness=q)
+                        smoothness=q, device_range=base.device_range)
 
 
 def _class_medians(fixed: dict[str, float]) -> dict[str, float]:
@@ -65,11 +65,12 @@ def _class_medians(fixed: dict[str, float]) -> dict[str, float]:
 
 
 def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.ndarray,
-               init: FamilyParams | None = None, power_feature: bool = True,
+               init: FamilyParams | None = None, device_slopes: bool = True,
                prior_weight: float = 0.0) -> FamilyParams:
     """Fit a family's parameters by soft-L1 least squares on log(time), devices weighted
-    equally. `power_feature=False` pins the power slope at 0 (devices too alike to identify
-    it). `prior_weight` > 0 pulls every parameter toward `init` (a device's own refit from a
+    equally. `device_slopes=False` pins the power and bandwidth slopes at 0 (one device: no
+    trend across devices to fit). A refit from `init` keeps its `device_range`.
+    `prior_weight` > 0 pulls every parameter toward `init` (a device's own refit from a
     small sample of its measurements, the target-measured tier)."""
     base = init or FamilyParams(family)
     classes, timings, has_simt = _layout(prep)
@@ -88,10 +89,11 @@ def fit_family(family: str, prep: Prepared, latency_s: np.ndarray, groups: np.nd
     # slope of -1 where η is small; steeper would extrapolate past physics to new parts.
     lower[power_at], upper[power_at] = -1.0, 0.0
     theta0[power_at] = float(np.clip(theta0[power_at], -0.999, -0.001))
-    if not power_feature:
-        lower[power_at], upper[power_at] = -1e-9, 1e-9
-        theta0[power_at] = 0.0
     lower[power_at + 2], upper[power_at + 2] = -2.0, 2.0  # bandwidth slope stays mild
+    if not device_slopes:
+        for at in (power_at, power_at + 2):
+            lower[at], upper[at] = -1e-9, 1e-9
+            theta0[at] = 0.0
     lower[power_at + 3], upper[power_at + 3] = np.log(0.05), np.log(64.0)  # blocks per SM
     times = slice(power_at + 4, len(theta0) - 1)  # block, fixed, launch seconds, as logs
     lower[times], upper[times] = np.log(1e-8), np.log(1e-2)

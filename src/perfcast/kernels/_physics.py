@@ -8,6 +8,8 @@
 A100 BF16). η_m = σ(m0 + m1·log BW), capped by what the kernel's thread blocks keep in
 flight: (blocks / SMs) / k of the bandwidth, k blocks per SM saturating it (Little's law in
 units that carry across generations, since each SM's share of bandwidth grows with BW).
+Fitted on fewer than three devices, b and m1 only interpolate: beyond the fitted devices'
+range, η is the nearer device's (`FamilyParams.device_range`; one device: no slopes).
 T_b: every thread block lives at least t_block, so kernels of many tiny blocks (decode
 attention over thousands of sequences) are bound by waves of blocks, not bytes or FLOPs.
 t_fixed is the kernel's fixed cost per kernel variant plus
@@ -76,9 +78,15 @@ class FamilyParams:
     fixed_s: dict[str, float] = field(default_factory=lambda: {"default": 2e-6})
     launch_s: dict[str, float] = field(default_factory=lambda: {"cuda_graph": 0.0})
     smoothness: float = 4.0
+    # feature -> [lo, hi]: the devices a slope was fitted on, when fewer than three; the slopes
+    # price only within that range (beyond it, the nearer device's efficiency). None: no bound
+    device_range: dict[str, list[float]] | None = None
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        if self.device_range is None:  # files of families fitted on 3+ devices stay as they were
+            del out["device_range"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> FamilyParams:
@@ -310,8 +318,12 @@ def evaluate(params: FamilyParams, prep: Prepared,
     """Seconds per prepared row; `donor`: the fitted family whose tensor-core compute terms
     the family's half-precision rows borrow (TENSOR_DONORS; None: its own)."""
     intercept, slope = _compute_terms(params, prep, donor)
-    eta_c = _sigmoid(intercept + slope * prep.log_flops_per_w)
-    eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * prep.log_bw_tbps)
+    flops_per_w, bw = prep.log_flops_per_w, prep.log_bw_tbps
+    if params.device_range is not None:
+        flops_per_w = np.clip(flops_per_w, *params.device_range["log_flops_per_w"])
+        bw = np.clip(bw, *params.device_range["log_bw_tbps"])
+    eta_c = _sigmoid(intercept + slope * flops_per_w)
+    eta_m = _sigmoid(params.memory_intercept + params.bandwidth_slope * bw)
     t_c = prep.t_compute / eta_c
     # Few thread blocks cannot keep enough bytes in flight to reach the device bandwidth.
     reach = np.minimum(eta_m, prep.blocks_per_sm / params.blocks_per_sm_to_saturate)

@@ -74,7 +74,8 @@ def test_two_device_slopes_interpolate_only():
     """Two devices fix the power and bandwidth slopes (recovered on model-generated data), but
     only between them: a GPU beyond them is priced at the nearer one's efficiency. From
     three devices on the slopes extrapolate."""
-    two = fit_calibration(_synthetic(devices=DEVICES[:2], n=200)).families["gemm"]
+    cal = fit_calibration(_synthetic(devices=DEVICES[:2], n=200))
+    two = cal.families["gemm"]
     assert two.power_slope == pytest.approx(TRUE.power_slope, abs=1e-3)
     assert two.bandwidth_slope == pytest.approx(TRUE.bandwidth_slope, abs=1e-3)
     h200 = get_device("h200-sxm").hbm_bandwidth_bps / 1e12
@@ -86,7 +87,6 @@ def test_two_device_slopes_interpolate_only():
     free, _ = _beyond_and_at_edge(three, "h200-sxm")
     bounded, _ = _beyond_and_at_edge(replace(three, device_range=two.device_range), "h200-sxm")
     assert not np.allclose(free, bounded)  # H200 priced along the slopes, past H100
-    cal = fit_calibration(_synthetic(devices=DEVICES[:2], n=200))
     assert Calibration.from_json(cal.to_json()).families["gemm"] == two  # the range is kept
 
 

@@ -3,12 +3,11 @@ regresses past the committed threshold (tests/validate/kernel_accuracy_threshold
 
 The full validation is `perfcast validate kernels`; this is its CI-sized cut (the generation
 split, NeuSight's GPU split and Vidur's three GPUs left out in turn, with fewer rows per
-group). The headline median is taken over
-the families it was committed for (`headline_families`); the fused MoE family, MLA attention
-and each quantised dtype have their own ceilings (kernel_group_accuracy_thresholds.json),
-on the same cut plus a leave-one-GPU-out cut of AIConfigurator's GEMM and MoE rows on
-A100/H100/H200/L40S (the only GPUs with int4/int8 weight-only and SmoothQuant GEMMs, and
-Hopper MoE kernels)."""
+group). The headline median is taken over the families it was committed for
+(`headline_families`); the fused MoE family, MLA attention and each quantised dtype have their
+own ceilings (kernel_group_accuracy_thresholds.json), on the same cut plus a leave-one-GPU-out
+cut of AIConfigurator's GEMM and MoE rows on A100/H100/H200/L40S (the only GPUs with int4/int8
+weight-only and SmoothQuant GEMMs, and Hopper MoE kernels)."""
 
 import json
 from pathlib import Path

@@ -63,7 +63,7 @@ PUBLIC = {
         "RooflineModel", "SCHEMA_VERSION", "StackTimeModel", "TARGET_MEASURED",
         "UNCERTAINTY_TIERS", "UNMODELLED_FAMILIES", "UnitEfficiency",
         "add_learned_targets", "add_target_corrections", "calibration_devices",
-        "check_learned_target", "learned_target_tier",
+        "learned_target_tier",
         "default_time_model", "devices_by_family", "expert_load", "family_provenance",
         "family_uncertainty", "fit_calibration", "fit_learned", "kernel_features",
         "kernel_source", "learned_time_model", "measurement_ops", "model_notes",

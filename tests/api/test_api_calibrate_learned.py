@@ -16,8 +16,8 @@ from perfcast.kernels import (
     Calibration,
     DeviceResidual,
     LearnedTimeModel,
-    check_learned_target,
     kernel_features,
+    learned_target_tier,
     learned_time_model,
     measurement_ops,
     shipped_learned,
@@ -144,7 +144,7 @@ def test_rows_at_the_trees_forecast_keep_no_residual():
     residual cannot beat the trees out of sample (it can only add noise)."""
     rows = _rows(60)
     rows = rows.assign(latency_s=_learned_s(rows))
-    (check,) = check_learned_target(shipped_learned(), rows, H100, folds=3)
+    (check,) = learned_target_tier(shipped_learned(), rows, H100, folds=3)["checks"]
     assert check["learned_mape"] < 1e-9 and not check["kept"]
 
 

@@ -10,7 +10,7 @@ _EXPORTS = {
         "devices_by_family", "fit_calibration", "kernel_source", "measurement_ops",
         "shipped_calibration"),
     "_learned": ("LEARNED", "DeviceResidual", "LearnedKernels", "LearnedTimeModel",
-        "add_learned_targets", "check_learned_target", "fit_learned", "kernel_features",
+        "add_learned_targets", "fit_learned", "kernel_features",
         "learned_target_tier", "learned_time_model", "shipped_learned"),
     "_moe": ("ExpertLoad", "expert_load"),
     "_roofline": ("EfficiencyModel", "ExecutionTimeModel", "NotedTimeModel", "RooflineModel",

@@ -250,8 +250,9 @@ def fit_calibration(train: pd.DataFrame, target: pd.DataFrame | None = None,
     families, residuals = {}, {}
     for family, rows in train.groupby("family", sort=True):
         prep, lat, grp, bins, dts = _prepare_rows(rows, devices)
-        params = fit_family(family, prep, lat, grp, device_slopes=len(set(grp)) > 1)
-        if len(set(grp)) < SLOPE_MIN_DEVICES:
+        fitted_on = len(set(grp))
+        params = fit_family(family, prep, lat, grp, device_slopes=fitted_on > 1)
+        if fitted_on < SLOPE_MIN_DEVICES:
             params = replace(params, device_range=_device_range(prep))
         families[family] = params
         residuals[family] = ResidualGrid.fit(bins, dts, np.log(lat / evaluate(params, prep)))

@@ -65,7 +65,7 @@ from perfcast.specs import Device, get_device
 
 __all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "DeviceResidual",
            "LearnedKernels", "LearnedTimeModel", "add_learned_targets",
-           "check_learned_target", "fit_learned", "learned_target_tier",
+           "fit_learned", "learned_target_tier",
            "kernel_features", "learned_time_model", "shipped_learned"]
 
 LEARNED_SCHEMA_VERSION = 2
@@ -312,7 +312,7 @@ class DeviceResidual:
     envelope: dict[str, dict] = field(default_factory=dict)
     families: tuple[str, ...] = ()
     # families left uncorrected: `perfcast calibrate`'s check found the residual no better
-    # than the trees alone on held-out rows (`check_learned_target`); none when fitted
+    # than the trees alone on held-out rows (`learned_target_tier`); none when fitted
     skip: tuple[str, ...] = ()
 
     @classmethod
@@ -540,18 +540,12 @@ def _device_residuals(model: LearnedKernels, rows: pd.DataFrame, device: Device
     return ops, feats, np.log(rows["latency_s"].to_numpy(dtype=float)) - pred
 
 
-def check_learned_target(model: LearnedKernels, rows: pd.DataFrame, device: Device,
-                         folds: int = 5, seed: int = 0) -> list[dict]:
-    """Per family, the held-out MAPE of the trees alone and of the trees with the device's
-    residual (`DeviceResidual` fitted on the other folds of the rows, `folds` folds drawn
-    with `seed`): {"family", "rows", "learned_mape", "calibrated_mape", "kept"}, kept where
-    the residual is better. `learned_target_tier` drops the residual of the others."""
-    rows = rows[~rows["family"].isin(COMM_FAMILIES)]
-    return _target_checks(model, *_device_residuals(model, rows, device), folds, seed)
-
-
 def _target_checks(model: LearnedKernels, ops: pd.DataFrame, feats: pd.DataFrame,
                    resid: np.ndarray, folds: int, seed: int) -> list[dict]:
+    """Per family, the held-out MAPE of the trees alone and of the trees with the device's
+    residual (`DeviceResidual` fitted on the other folds of `resid`, `folds` folds drawn
+    with `seed`): {"family", "rows", "learned_mape", "calibrated_mape", "kept"}, kept where
+    the residual is better."""
     fold = np.random.default_rng(seed).permutation(len(resid)) % folds
     held = np.zeros(len(resid))
     for k in range(folds):
@@ -574,9 +568,9 @@ def learned_target_tier(model: LearnedKernels, rows: pd.DataFrame, device: Devic
                         folds: int = 5, seed: int = 0) -> dict:
     """`device`'s target tier over `model` as a user calibration stores it
     (Calibration.learned): {"over": the trees' fingerprint, "devices": {name: its
-    DeviceResidual, fitted on all the rows, the families `check_learned_target` did not
-    keep skipped}, "checks": that check}; no "over"/"devices" where no family passed,
-    {} without kernel rows. `device` may be outside the catalog."""
+    DeviceResidual, fitted on all the rows, the families its held-out check did not keep
+    skipped}, "checks": that check per family (`_target_checks`)}; no "over"/"devices"
+    where no family passed, {} without kernel rows. `device` may be outside the catalog."""
     rows = rows[~rows["family"].isin(COMM_FAMILIES)]
     if rows.empty:
         return {}

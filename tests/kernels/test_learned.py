@@ -137,7 +137,8 @@ def test_shipped_models_load_with_provenance():
     for source in ("default", "vllm", "sglang"):
         model = shipped_learned(source)
         assert model.provenance["kernel_source"] == source
-        assert model.seconds_booster_text and "targets" in model.provenance  # schema 2
+        assert model.seconds_booster_text and "targets" in model.provenance
+        assert model.interval_scale is not None  # schema 3
         assert {"gemm", "attn_prefill", "attn_decode"} <= set(model.envelope)
 
 
@@ -175,12 +176,49 @@ def test_schema_1_files_still_load_and_price_with_the_ratio_trees_alone(rows, fi
                                                                               timing))
 
 
-def test_a_schema_2_file_without_its_seconds_trees_is_refused(fitted):
+def test_a_file_without_its_seconds_trees_or_interval_scale_is_refused(fitted):
     data = json.loads(fitted.to_json())
-    assert data["schema_version"] == 2
-    del data["seconds_booster"]
-    with pytest.raises(InputError, match="seconds_booster"):
-        LearnedKernels.from_json(json.dumps(data))
+    assert data["schema_version"] == 3
+    for key in ("seconds_booster", "interval_scale"):
+        broken = {k: v for k, v in data.items() if k != key}
+        with pytest.raises(InputError, match=key):
+            LearnedKernels.from_json(json.dumps(broken))
+
+
+def test_schema_2_files_still_load_with_their_bands_unscaled(rows, fitted, physics):
+    """A file written before the novelty scale (schema 2) stored bands of log error as they
+    were: it prices as before and its bands are used as stored, on every device."""
+    data = json.loads(fitted.to_json())
+    data["schema_version"] = 2
+    del data["interval_scale"]
+    old = LearnedKernels.from_json(json.dumps(data))
+    assert old.interval_scale is None and json.loads(old.to_json())["schema_version"] == 2
+    for name in ("h100-sxm", "l40s"):
+        device = get_device(name)
+        ops = measurement_ops(rows[rows["device"] == "h100-sxm"])
+        bounds = LearnedTimeModel(old, physics).log_bounds(ops, device)
+        stored = np.array([old.intervals[f] for f in ops["family"]])
+        priced = np.isfinite(bounds).all(axis=1)
+        assert priced.any() and np.array_equal(bounds[priced], stored[priced])
+    ops, timing = _ops(rows, "h100-sxm")
+    device = get_device("h100-sxm")
+    assert np.array_equal(LearnedTimeModel(old, physics).kernel_times(ops, device, timing),
+                          LearnedTimeModel(fitted, physics).kernel_times(ops, device, timing))
+
+
+def test_bands_widen_with_distance_from_the_fitted_gpus(rows, fitted, physics):
+    """The band of one kernel is its family's normalised band times sigma = a + b x novelty:
+    on a fitted GPU (novelty 0) sigma is a; on one farther from them, no narrower."""
+    scale = fitted.interval_scale
+    assert scale is not None and scale.a > 0 and scale.b >= 0
+    ops = measurement_ops(rows[rows["device"] == "h100-sxm"].head(50))
+    model = LearnedTimeModel(fitted, physics)
+    near = model.log_bounds(ops, get_device("h100-sxm"))
+    far = model.log_bounds(ops, get_device("l40s"))
+    stored = np.array([fitted.intervals[f] for f in ops["family"]])
+    assert np.allclose(near, stored * scale.a)
+    both = np.isfinite(far).all(axis=1)
+    assert both.any() and (far[both, 1] - far[both, 0] >= near[both, 1] - near[both, 0]).all()
 
 
 @settings(max_examples=40, deadline=None)

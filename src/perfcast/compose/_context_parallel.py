@@ -120,8 +120,8 @@ def extend_step(step: StepForecast, rows: pd.DataFrame, seconds: np.ndarray,
     ops = pd.concat([step.ops, rows], ignore_index=True)
     added = float(rows["total_s"].sum())
     tier = model_tier(time_model, cluster.device)
-    interval = (step_interval(ops, tier, fixed_s=step.launch_s + step.host_s) if tier
-                else None)
+    interval = (step_interval(ops, tier, fixed_s=step.launch_s + step.host_s,
+                              device=cluster.device) if tier else None)
     return StepForecast(time_s=step.time_s + added, kernel_s=step.kernel_s,
                         comm_s=step.comm_s + added, launch_s=step.launch_s,
                         host_s=step.host_s, ops=ops, interval_s=interval)

@@ -177,7 +177,8 @@ def _step(ops: pd.DataFrame, times: np.ndarray, cluster: Cluster, execution: Exe
     launch_s = launch_s_at(d)
     priced = ops.assign(time_s=times, total_s=times * counts)
     tier = model_tier(time_model, device) if time_model is not None else None
-    interval = step_interval(priced, tier, fixed_s=launch_s + host_s) if tier else None
+    interval = (step_interval(priced, tier, fixed_s=launch_s + host_s, device=device) if tier
+                else None)
     if interval is not None and host_spread != (1.0, 1.0):
         low, high = (launch_s_at(d * f) + host_s * f - launch_s - host_s for f in host_spread)
         interval = (interval[0] + low, interval[1] + high)

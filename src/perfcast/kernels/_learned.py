@@ -26,7 +26,9 @@ is priced by it, and `LearnedTimeModel.extrapolating` says which rows those are.
 LightGBM's (the field's standard for tabular regression), stored as LightGBM's plain-text
 model inside JSON with provenance (no pickles). Intervals are split-conformal over devices:
 each family's 5th/95th percentiles of log(measured / forecast) on devices left out of the fit
-(grouped K-fold), so the 90% interval is about held-out GPUs, not held-out rows.
+(grouped K-fold), so the 90% interval is about held-out GPUs, not held-out rows; normalised
+by how far each device lies from the fitted ones (perfcast.kernels._conformal, schema 3), so
+a GPU with a sibling in the fit gets a narrow band and one unlike any a wide one.
 
 The target-measured tier (`add_learned_targets`) is one device's own correction over the
 trees, fitted on a sample of its measured rows: small boosted trees on log(measured / learned
@@ -57,6 +59,7 @@ from perfcast.kernels._calibration import (
     as_default_kernels,
     measurement_ops,
 )
+from perfcast.kernels._conformal import IntervalScale, device_points, fit_scale, novelty
 from perfcast.kernels._physics import prepare, variants
 from perfcast.kernels._residual import NeighbourResidual
 from perfcast.kernels._roofline import roofline_times, wave_quantization
@@ -68,8 +71,9 @@ __all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "DeviceResidual
            "fit_learned", "learned_target_tier",
            "kernel_features", "learned_time_model", "shipped_learned"]
 
-LEARNED_SCHEMA_VERSION = 2
-LEARNED_SCHEMAS = (1, 2)  # 1: the ratio trees r alone (module docstring)
+LEARNED_SCHEMA_VERSION = 3
+# 1: the ratio trees r alone (module docstring); 2: intervals not normalised by novelty
+LEARNED_SCHEMAS = (1, 2, 3)
 LEARNED = "learned"  # the uncertainty tier of rows the trees price
 # Tensor-core generation per architecture (a number, so trees can split on it).
 # (compute capability; AMD's CDNA matrix cores have no place on this scale: NaN, so their
@@ -170,19 +174,25 @@ class LearnedKernels:
     categories: dict[str, list[str]]
     clip: dict[str, list[float]]  # family -> [lo, hi] of log(measured / roofline·waves)
     envelope: dict[str, dict]  # family -> dtype -> {"<ENVELOPE feature>": [lo, hi]}
-    intervals: dict[str, list[float]] = field(default_factory=dict)  # family -> [q05, q95]
+    # family -> [q05, q95] of log(measured / forecast), in units of interval_scale's sigma
+    intervals: dict[str, list[float]] = field(default_factory=dict)
     devices: dict[str, DeviceResidual] = field(default_factory=dict)  # target tier
     provenance: dict = field(default_factory=dict)
     seconds_booster_text: str = ""  # s: log(measured seconds); "" in a schema-1 model
+    interval_scale: IntervalScale | None = None  # None: bands as they are (schema <= 2)
 
     def to_json(self) -> str:
-        data = {"schema_version": LEARNED_SCHEMA_VERSION if self.seconds_booster_text else 1,
+        schema = (1 if not self.seconds_booster_text else 2 if self.interval_scale is None
+                  else LEARNED_SCHEMA_VERSION)
+        data = {"schema_version": schema,
                 "provenance": self.provenance, "categories": self.categories,
                 "clip": self.clip, "envelope": self.envelope, "intervals": self.intervals,
                 "devices": {d: r.to_dict() for d, r in self.devices.items()},
                 "booster": self.booster_text}
         if self.seconds_booster_text:
             data["seconds_booster"] = self.seconds_booster_text
+        if self.interval_scale is not None:
+            data["interval_scale"] = self.interval_scale.to_dict()
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @classmethod
@@ -192,13 +202,19 @@ class LearnedKernels:
             raise InputError("learned_kernels.schema_version",
                              f"got {data.get('schema_version')!r}",
                              " or ".join(map(str, LEARNED_SCHEMAS)))
-        if data["schema_version"] == 2 and not data.get("seconds_booster"):
-            raise InputError("learned_kernels.seconds_booster", "missing in a schema-2 model",
-                             "LightGBM model text")
+        schema = data["schema_version"]
+        if schema >= 2 and not data.get("seconds_booster"):
+            raise InputError("learned_kernels.seconds_booster",
+                             f"missing in a schema-{schema} model", "LightGBM model text")
+        if schema >= 3 and "interval_scale" not in data:
+            raise InputError("learned_kernels.interval_scale", "missing in a schema-3 model",
+                             "{a, b, points}")
         devices = {d: DeviceResidual.from_dict(r) for d, r in data.get("devices", {}).items()}
+        scale = data.get("interval_scale")
         return cls(data["booster"], data["categories"], data["clip"], data["envelope"],
                    data.get("intervals", {}), devices, data["provenance"],
-                   data.get("seconds_booster", ""))
+                   data.get("seconds_booster", ""),
+                   IntervalScale.from_dict(scale) if schema >= 3 else None)
 
     def booster(self):
         return _booster(self.booster_text)
@@ -254,6 +270,21 @@ class LearnedKernels:
             else:
                 out[family] = "learned"
         return out
+
+    def interval_sigma(self, feats: pd.DataFrame) -> np.ndarray:
+        """Per row, the factor its family's band is multiplied by: sigma(x) of the
+        interval scale (kernels._conformal), 1 for a model without one."""
+        if self.interval_scale is None:
+            return np.ones(len(feats))
+        return self.interval_scale.sigma(feats)
+
+    def log_bounds(self, feats: pd.DataFrame) -> np.ndarray:
+        """Rows x [low, high] of the conformal 90% band of log(measured / forecast); NaN
+        for a family without one."""
+        fams = feats["family"].to_numpy(dtype=object)
+        band = np.array([self.intervals.get(str(f), [np.nan, np.nan]) for f in fams],
+                        dtype=float).reshape(len(fams), 2)
+        return band * self.interval_sigma(feats)[:, None]
 
     def log_correction(self, feats: pd.DataFrame, log_roof: np.ndarray) -> np.ndarray:
         """Clipped log(seconds / roofline·waves) per row (`log_roof`: the natural log of
@@ -486,35 +517,41 @@ def fit_learned(rows: pd.DataFrame, *, rounds: int = ROUNDS, seed: int = 0,
     prov = {**(provenance or {}), "rows": int(len(rows)), "devices": devices,
             "rounds": rounds, "params": PARAMS, "features": list(FEATURES),
             "targets": TARGETS}
-    intervals = {}
-    if interval_folds and len(devices) > 1:
-        oof = _grouped_residuals(feats, y, log_roof, rows["device"].to_numpy(dtype=object),
-                                 categories, rounds, seed, interval_folds)
-        fams = feats["family"].to_numpy(dtype=object)
-        ok = np.isfinite(oof)
-        intervals = {str(f): [round(float(q), 6) for q in
-                              np.quantile(oof[ok & (fams == f)], INTERVAL_QUANTILES)]
-                     for f in sorted(set(fams[ok]))}
-        prov["interval_folds"] = interval_folds
-    return replace(trees, intervals=intervals, provenance=prov)
+    if not interval_folds or len(devices) < 2:
+        return replace(trees, provenance=prov)
+    device = rows["device"].to_numpy(dtype=object)
+    oof, nov = _grouped_residuals(feats, y, log_roof, device, categories, rounds, seed,
+                                  interval_folds)
+    a, b = fit_scale(oof, nov, device)
+    score = oof / (a + b * nov)  # normalised conformal scores (kernels._conformal)
+    fams = feats["family"].to_numpy(dtype=object)
+    ok = np.isfinite(score)
+    intervals = {str(f): [round(float(q), 6) for q in
+                          np.quantile(score[ok & (fams == f)], INTERVAL_QUANTILES)]
+                 for f in sorted(set(fams[ok]))}
+    prov["interval_folds"] = interval_folds
+    return replace(trees, intervals=intervals, provenance=prov,
+                   interval_scale=IntervalScale(a, b, device_points(feats, device)))
 
 
 def _grouped_residuals(feats: pd.DataFrame, y: np.ndarray, log_roof: np.ndarray,
                        device: np.ndarray, categories: dict, rounds: int, seed: int,
-                       folds: int) -> np.ndarray:
-    """log(measured / forecast) of each row from a refit that never saw its device (devices
-    dealt round-robin into `folds` groups); NaN where the refit's envelope excludes it."""
+                       folds: int) -> tuple[np.ndarray, np.ndarray]:
+    """(log(measured / forecast) of each row from a refit that never saw its device, NaN
+    where the refit's envelope excludes it; the row's novelty from the refit's devices),
+    devices dealt round-robin into `folds` groups."""
     names = sorted(set(device))
     group = {d: i % min(folds, len(names)) for i, d in enumerate(names)}
     fold = np.array([group[d] for d in device])
-    out = np.full(len(y), np.nan)
+    out, nov = np.full(len(y), np.nan), np.full(len(y), np.nan)
     for k in sorted(set(fold)):
         held = fold == k
         part = _fit_trees(feats[~held], y[~held], log_roof[~held], categories, rounds, seed)
         inside = part.inside(feats[held])
         pred = part.log_correction(feats[held], log_roof[held])
         out[np.flatnonzero(held)[inside]] = (y[held] - pred)[inside]
-    return out
+        nov[held] = novelty(feats[held], device_points(feats[~held], device[~held]))
+    return out, nov
 
 
 def add_learned_targets(model: LearnedKernels, rows: pd.DataFrame,
@@ -615,6 +652,15 @@ class LearnedTimeModel:
         inside, _ = self._split(ops, device, timing)
         kernel = ~ops["family"].isin(COMM_FAMILIES).to_numpy()
         return kernel & ~inside
+
+    def log_bounds(self, ops: pd.DataFrame, device: Device,
+                   timing: np.ndarray | None = None) -> np.ndarray:
+        """Rows x [low, high]: the 90% band of log(measured / forecast) of each row the
+        trees price (LearnedKernels.log_bounds), NaN for the rows the fallback prices."""
+        inside, feats = self._split(ops, device, _timing(ops, timing))
+        out = np.full((len(ops), 2), np.nan)
+        out[inside] = self.learned.log_bounds(feats)
+        return out
 
     def kernel_times(self, ops: pd.DataFrame, device: Device,
                      timing: np.ndarray | None = None) -> np.ndarray:

@@ -294,9 +294,7 @@ def _learned_predictions(trees: LearnedKernels, cross: Calibration, target: Cali
     tuned = LearnedTimeModel(add_learned_targets(trees, target_rows), PhysicsModel(target))
     pred = np.asarray(model.kernel_times(ops, device, timing), dtype=float)
     inside = ~np.asarray(model.extrapolating(ops, device, timing), dtype=bool)
-    fams = held["family"].to_numpy(dtype=object)
-    bounds = np.array([trees.intervals.get(str(f), [np.nan, np.nan]) for f in fams],
-                      dtype=float).reshape(len(fams), 2)
+    bounds = model.log_bounds(ops, device, timing)
     log_ratio = np.log(held["latency_s"].to_numpy(dtype=float) / pred)
     covered = (log_ratio >= bounds[:, 0]) & (log_ratio <= bounds[:, 1])
     interval = Interval(inside, covered, np.isfinite(bounds).all(axis=1),

@@ -1,0 +1,123 @@
+"""Intervals whose width follows how far a GPU lies from the ones the trees were fitted on.
+
+Split-conformal intervals pooled over held-out devices are right on average and wrong on
+every device: a GPU with a sibling in the fit (B200 beside GB200) lands inside its family's
+band 98% of the time, one with none (L40S, RTX PRO 6000) 50-60%. Normalised conformal
+prediction (Papadopoulos et al. 2008; Lei et al. 2018, sec. 5.2) divides each held-out residual
+by a difficulty sigma(x) before taking the quantiles and multiplies the band by sigma(x) again
+at forecast time; coverage stays what the quantiles say over exchangeable devices, and the
+width moves to where the error is. Here
+
+    novelty(x) = distance, in octaves, from the row's device to the nearest fitted device
+                 over the spec-sheet features the trees see (NOVELTY_FEATURES), same dtype
+    sigma(x)   = a + b * novelty(x)
+
+with a, b a line through each held-out device's 90th percentile of |log error| against its
+novelty, fitted on the refits' held-out residuals alone (`fit_scale`; b >= 0, a >= A_FLOOR).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["IntervalScale", "NOVELTY_FEATURES", "device_points", "fit_scale", "novelty"]
+
+# kernel_features columns -> factor to octaves (the first two are natural logs, sm_count a
+# count, the last two already log2)
+NOVELTY_FEATURES = {"log_flops_per_w": 1 / np.log(2), "log_bw_tbps": 1 / np.log(2),
+                    "sm_count": None, "log_clock": 1.0, "log_l2": 1.0}
+SPREAD_QUANTILE = 0.9  # each held-out device's spread: this quantile of |log error|
+A_FLOOR = 0.05  # sigma at zero novelty never below this (a 5% log error)
+# a slope needs this many held-out devices spread over this many octaves of novelty (two
+# devices fix a line exactly, noise included; two at one novelty fix none)
+SLOPE_MIN_DEVICES = 3
+SLOPE_MIN_RANGE = 0.25
+
+
+def _octaves(feats: pd.DataFrame) -> np.ndarray:
+    """Rows x NOVELTY_FEATURES in octaves (NaN where the spec sheet lacks a number)."""
+    cols = []
+    for name, factor in NOVELTY_FEATURES.items():
+        x = feats[name].to_numpy(dtype=float)
+        cols.append(np.log2(np.where(x > 0, x, np.nan)) if factor is None else x * factor)
+    return np.column_stack(cols)
+
+
+def device_points(feats: pd.DataFrame, device: np.ndarray) -> dict[str, list[list[float]]]:
+    """Per dtype, the distinct octave vectors of the devices in `feats` (rows of `device`):
+    the reference a forecast's novelty is measured from."""
+    x = _octaves(feats)
+    dtypes = feats["dtype"].astype(str).to_numpy()
+    out: dict[str, list[list[float]]] = {}
+    frame = pd.DataFrame({"dtype": dtypes, "device": np.asarray(device, dtype=object)})
+    for (dtype, _), pos in sorted(frame.groupby(["dtype", "device"]).indices.items()):
+        out.setdefault(str(dtype), []).append([round(float(v), 6) for v in x[pos[0]]])
+    return out
+
+
+def novelty(feats: pd.DataFrame, points: dict[str, list[list[float]]]) -> np.ndarray:
+    """Per row, the Euclidean distance in octaves to the nearest reference point of its
+    dtype (features missing on either side left out of the sum); a dtype without points is
+    measured against every dtype's points without the per-dtype FLOP/s-per-watt feature."""
+    x = _octaves(feats)
+    dtypes = feats["dtype"].astype(str).to_numpy()
+    out = np.full(len(feats), np.nan)
+    every = np.array([p for ps in points.values() for p in ps], dtype=float).reshape(-1, x.shape[1])
+    for dtype in np.unique(dtypes):
+        sel = dtypes == dtype
+        ref = np.array(points.get(dtype, []), dtype=float).reshape(-1, x.shape[1])
+        mask = np.ones(x.shape[1])
+        if not len(ref):
+            ref, mask = every, np.array([0.0, 1, 1, 1, 1])
+        if not len(ref):
+            continue
+        diff = (x[sel][:, None, :] - ref[None, :, :]) * mask
+        out[sel] = np.sqrt(np.nansum(diff**2, axis=2)).min(axis=1)
+    return out
+
+
+@dataclass(frozen=True)
+class IntervalScale:
+    """sigma(x) = a + b * novelty(x) over `points` (the fitted devices), module docstring."""
+
+    a: float = 1.0
+    b: float = 0.0
+    points: dict[str, list[list[float]]] = field(default_factory=dict)
+
+    def sigma(self, feats: pd.DataFrame) -> np.ndarray:
+        if not self.b:
+            return np.full(len(feats), self.a)
+        n = novelty(feats, self.points)
+        return self.a + self.b * np.nan_to_num(n, nan=float(np.nanmax(n, initial=0.0)))
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "features": list(NOVELTY_FEATURES),
+                "points": self.points}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> IntervalScale:
+        return cls(float(data["a"]), float(data["b"]), data.get("points", {}))
+
+
+def fit_scale(residual: np.ndarray, nov: np.ndarray, device: np.ndarray) -> tuple[float, float]:
+    """(a, b): the weighted least-squares line of each device's SPREAD_QUANTILE of |residual|
+    on its median novelty (weights sqrt(rows)); b = 0 (a the mean spread) where fewer than
+    SLOPE_MIN_DEVICES devices span SLOPE_MIN_RANGE octaves, or where the slope comes out
+    negative; a >= A_FLOOR."""
+    ok = np.isfinite(residual) & np.isfinite(nov)
+    frame = pd.DataFrame({"r": np.abs(residual[ok]), "n": nov[ok],
+                          "d": np.asarray(device, dtype=object)[ok]})
+    if frame.empty:
+        return 1.0, 0.0
+    per = frame.groupby("d").agg(n=("n", "median"), q=("r", lambda r: np.quantile(
+        r, SPREAD_QUANTILE)), w=("r", "size"))
+    w = np.sqrt(per["w"].to_numpy(dtype=float))
+    if len(per) < SLOPE_MIN_DEVICES or np.ptp(per["n"]) < SLOPE_MIN_RANGE:
+        return max(float(np.average(per["q"], weights=w)), A_FLOOR), 0.0
+    b, a = np.polyfit(per["n"].to_numpy(dtype=float), per["q"].to_numpy(dtype=float), 1, w=w)
+    if b < 0:
+        b, a = 0.0, float(np.average(per["q"], weights=w))
+    return round(max(float(a), A_FLOOR), 6), round(float(b), 6)

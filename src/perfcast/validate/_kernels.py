@@ -584,8 +584,9 @@ def stack_markdown(rows: pd.DataFrame, summary: pd.DataFrame, table) -> str:
         "model (gradient-boosted trees over physical features, the physical fit outside their "
         "envelope) on the same rows as cross_generation / target_measured. coverage_90: share "
         "of the learned method's rows priced by the trees that fell inside the family's "
-        "conformal 90% interval (from refits with device groups left out); extrapolated: "
-        "share of rows left to the physical fit.", "",
+        "conformal 90% interval, widened by the device's distance from the fitted ones "
+        "(from refits with device groups left out); extrapolated: share of rows left to the "
+        "physical fit.", "",
         f"Target (issue 17): median over held-out devices of MAPE <= "
         f"{STACK_TARGET_MAPE:.0%} per family on the vllm and sglang tables.", "",
         "## Median over held-out devices", "", table(summary), "",

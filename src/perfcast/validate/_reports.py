@@ -189,8 +189,9 @@ def _kernels_md(rows: pd.DataFrame, summary: pd.DataFrame) -> str:
              "features; the physical fit outside their envelope) fitted on the same rows as "
              "cross_generation / target_measured. coverage_90: share of the learned method's "
              "rows priced by the trees whose outcome fell inside the family's conformal 90% "
-             "interval (refits with device groups left out); extrapolated: share of rows left "
-             "to the physical fit.", "",
+             "interval, widened by the device's distance from the fitted ones (refits with "
+             "device groups left out); extrapolated: share of rows left to the physical fit.",
+             "",
              md_table(summary), "",
              "## MAPE and P90 APE per device and family", "", md_table(_wide(rows[~sub])), ""]
     learned = rows[~sub & (rows["method"] == "learned")]

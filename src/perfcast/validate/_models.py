@@ -123,11 +123,11 @@ def _forecasts(labels: pd.DataFrame, progress: ProgressFn | None = None) -> pd.D
         result = forecast_model_label(label)
         t, step = result.time_s, result.step
         scale = t / step.time_s if step.time_s else 1.0
-        low, high = step_interval(step.ops, tier, device=get_device(label["device"]))
+        device = get_device(label["device"])
+        low, high = step_interval(step.ops, tier, device=device)
         learned = forecast_model_label(label, "learned")
         l_scale = learned.time_s / learned.step.time_s if learned.step.time_s else 1.0
-        l_low, l_high = step_interval(learned.step.ops, _learned_tier(label),
-                                       device=get_device(label["device"]))
+        l_low, l_high = step_interval(learned.step.ops, _learned_tier(label), device=device)
         out.append({**label.to_dict(), "tier": tier, "perfcast_s": t,
                     "low_s": low * scale, "high_s": high * scale,
                     "learned_s": learned.time_s, "learned_low_s": l_low * l_scale,

@@ -19,6 +19,7 @@ from perfcast.api import (
 )
 from perfcast.cli import app
 from perfcast.errors import InputError
+from perfcast.specs import get_stack
 
 runner = CliRunner()
 SMALL = {"qps": 2.0, "num_requests": 12}
@@ -131,3 +132,18 @@ def test_the_stack_engine_defaults_are_printed_with_their_source():
     given = _cli({**options, "scheduler": "vllm-v1", "max_batch": 32})
     assert (given["inputs"]["scheduler"], given["inputs"]["max_batch"]) == ("vllm-v1", 32)
     assert "engine_defaults" not in given["inputs"]
+
+
+def test_host_speed_scales_the_engines_host_costs():
+    """`--host-speed` divides the host costs the serving engine charges (its per-step
+    profile and the Python dispatch of SGLang's prefill steps): a short prompt's TTFT,
+    bound by that dispatch, falls on a faster host; the payload says which were used."""
+    options = {"gpu": "h100-sxm", "stack": "sglang", "model": "llama-3-8b",
+               "prompt_tokens": 128, "output_tokens": 16, **SMALL}
+    ref = _cli(options)
+    fast = _cli({**options, "host_speed": 4.0})
+    d = get_stack("sglang").host.prefill_dispatch_s
+    assert d > 0
+    assert ref["inputs"]["host_speed"] == 1.0 and ref["inputs"]["prefill_dispatch_s"] == d
+    assert fast["inputs"]["prefill_dispatch_s"] == pytest.approx(d / 4)
+    assert fast["ttft_s"]["mean"] < 0.6 * ref["ttft_s"]["mean"]

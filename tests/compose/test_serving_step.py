@@ -188,3 +188,52 @@ def test_overlapped_host_is_the_max_not_the_sum(llama7b, a100_box):
         busy = b["time_s"] - b["host_s"] - b["launch_s"]
         assert ovl.step_time_s(*args) == pytest.approx(max(busy, b["host_s"]))
         assert ovl.step_time_s(*args) < seq.step_time_s(*args)
+
+
+def test_prefill_steps_queue_on_their_python_dispatch(llama7b, a100_box):
+    """Under CUDA graphs a step with prefill tokens is dispatched kernel by kernel
+    (prefill_dispatch_s apart): it takes max(busy + d, N·d); decode-only steps replay a
+    graph and are unchanged; the vectorised path (breakdown's) agrees with the scalar one."""
+    graph = ServingStepModel(llama7b, a100_box, time_model=RooflineModel())
+    d = 200e-6
+    slow = ServingStepModel(llama7b, a100_box, time_model=RooflineModel(),
+                            prefill_dispatch_s=d)
+    assert slow.step_time_s((), (), (300,) * 8) == graph.step_time_s((), (), (300,) * 8)
+    n_t, n_s, n_pt, n_d, n_p = graph.launches
+    for args in (((16,), (0,), ()), ((64,), (100,), (2000,) * 4), ((8192,), (0,), ())):
+        n = n_t + n_s + n_pt + n_p + (n_d if args[2] else 0)
+        busy = graph.step_time_s(*args) - graph.breakdown(*args)["host_s"]
+        want = max(busy + d, n * d) + graph.breakdown(*args)["host_s"]
+        assert slow.step_time_s(*args) == pytest.approx(want, rel=1e-9)
+        assert slow.breakdown(*args)["time_s"] == pytest.approx(want, rel=1e-9)  # arrays
+    # a short prompt waits on its host; a long one's kernels outlast their dispatch
+    assert slow.step_time_s((16,), (0,), ()) > 2 * graph.step_time_s((16,), (0,), ())
+    assert slow.step_time_s((8192,), (0,), ()) < 1.1 * graph.step_time_s((8192,), (0,), ())
+
+
+def test_with_host_shares_the_grids_and_equals_a_fresh_model(llama7b, a100_box):
+    base = ServingStepModel(llama7b, a100_box, time_model=RooflineModel())
+    fresh = ServingStepModel(llama7b, a100_box, time_model=RooflineModel(),
+                             prefill_dispatch_s=1e-4, host_speed=2.0)
+    other = base.with_host(1e-4, host_speed=2.0)
+    assert other.t_grid is base.t_grid and base.prefill_dispatch_s == 0.0
+    assert base.with_host(0.0) is base  # under its own costs: itself
+    for args in (((100,), (0,), ()), ((), (), (500,) * 16), ((512,), (64,), (900,) * 3)):
+        assert other.step_time_s(*args) == fresh.step_time_s(*args)
+    with pytest.raises(InputError) as err:
+        base.with_host(2e-3)
+    assert err.value.field == "prefill_dispatch_s"
+    with pytest.raises(InputError) as err:
+        ServingStepModel(llama7b, a100_box, host_speed=0.0)
+    assert err.value.field == "host_speed"
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(0.25, 8.0))
+def test_a_faster_host_divides_the_host_costs(llama7b, a100_box, speed):
+    base = ServingStepModel(llama7b, a100_box, time_model=RooflineModel(),
+                            prefill_dispatch_s=1e-4)
+    fast = base.with_host(1e-4, host_speed=speed)
+    b, f = base.breakdown((), (), (300,) * 8), fast.breakdown((), (), (300,) * 8)
+    assert f["host_s"] == pytest.approx(b["host_s"] / speed)
+    assert fast.prefill_dispatch_s == pytest.approx(1e-4 / speed)

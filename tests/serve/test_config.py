@@ -2,6 +2,7 @@ import pytest
 
 from perfcast.errors import InputError
 from perfcast.serve import ServeConfig
+from perfcast.specs import get_stack
 
 BASE = {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb"}
 
@@ -13,6 +14,8 @@ BASE = {"model": "llama-2-7b", "gpu": "a100-sxm4-80gb"}
     ({"scheduler": "sarathi", "chunk_size": 64}, "chunk_size"), ({"block_size": 0}, "block_size"),
     ({"preemption": "drop"}, "preemption"), ({"host": "sglang"}, "host"),
     ({"unknown": 1}, "unknown"), ({"precision": "int3"}, "precision"),
+    ({"prefill_dispatch_s": -1e-6}, "prefill_dispatch_s"), ({"host_speed": 0}, "host_speed"),
+    ({"prefill_dispatch_s": 0.01}, "prefill_dispatch_s"),
 ])
 def test_bad_config_names_the_field(change, field):
     with pytest.raises(InputError) as err:
@@ -72,3 +75,13 @@ def test_without_a_stack_engine_the_generic_defaults_hold():
 def test_default_sequences_fit_a_speculative_step():
     config = ServeConfig(model="llama-2-7b", gpu="h100-sxm", stack="trtllm", spec_k=4)
     assert config.max_batch == 8192 // 5 and config.token_budget == 8192
+
+
+def test_prefill_dispatch_is_the_stacks_unless_given():
+    for stack in ("sglang", "trtllm", "vllm"):
+        config = ServeConfig(model="llama-2-7b", gpu="h100-sxm", stack=stack)
+        assert config.prefill_dispatch == get_stack(stack).host.prefill_dispatch_s
+    assert ServeConfig(**BASE).prefill_dispatch == 0.0  # no stack: no engine host to charge
+    given = ServeConfig(model="llama-2-7b", gpu="h100-sxm", stack="sglang",
+                        prefill_dispatch_s=3e-5)
+    assert given.prefill_dispatch == 3e-5

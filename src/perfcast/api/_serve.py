@@ -560,6 +560,7 @@ def resolve_serve(request: ServeRequest) -> ResolvedServe:
                          "--gemm-quant)")
     config = ServeConfig(
         stack=stack.name, execution=str(host.execution), host=host.profile,
+        host_speed=host.host_speed,
         model=request.model.name, gpu=gpu, cluster=hw.cluster, tp=d.tp, pp=d.pp,
         replicas=d.replicas if request.first_given("replicas") else d.attention_dp,
         scheduler=e.scheduler, router=e.router, max_batch=e.max_batch,
@@ -735,7 +736,8 @@ def context_inputs(r: ResolvedServe) -> dict[str, Any]:
 
 
 def stack_inputs(r: ResolvedServe) -> dict[str, Any]:
-    """The stack the deployment runs, its launch mode and host profile, the kernel model that
+    """The stack the deployment runs, its launch mode, host profile and speed (with the host
+    seconds per kernel of its Python-dispatched prefill steps), the kernel model that
     priced it, and where each kernel family's times come from on the deployment's GPU (with
     `learned`, which families the GPU's spec sheet puts inside the trees' envelope)."""
     from perfcast.kernels import family_provenance
@@ -748,6 +750,8 @@ def stack_inputs(r: ResolvedServe) -> dict[str, Any]:
     if config.kernel_model == "learned":
         kernels["learned_envelope"] = learned_time_model().learned.device_coverage(device)
     out = {"stack": stack.card(), "execution": config.execution, "host": config.host,
+           "host_speed": config.host_speed,
+           "prefill_dispatch_s": config.prefill_dispatch / config.host_speed,
            "kernel_model": kernels}
     if config.engine_defaults:
         out["engine_defaults"] = config.engine_defaults

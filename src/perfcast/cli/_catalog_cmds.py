@@ -186,6 +186,10 @@ def _print_stacks(rows: list[dict], detail: bool) -> None:
                               for t in row["engine"]["tiers"])
             console.print(f"serving engine defaults: {row['engine']['scheduler']}; {tiers}. "
                           f"Source: {row['engine']['provenance']}")
+        h = row["host"]
+        console.print(f"host ({h['reference_cpu']}): {h['op_dispatch_s'] * 1e6:g} us per "
+                      f"eager kernel, {h['prefill_dispatch_s'] * 1e6:g} us per kernel of a "
+                      f"serving prefill step. Source: {h['provenance']}")
         return
     table = Table(title="Software stacks: per kernel family M measured on the stack's own "
                         "kernels, B borrowed from another stack's, R roofline-only "

@@ -12,6 +12,7 @@ linearly in between; grids are dense (every integer) where tile and wave steps l
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_right
 
 import numpy as np
@@ -38,7 +39,8 @@ class ServingStepModel(StepGrids):
                  plan: ParallelPlan | None = None, time_model: ExecutionTimeModel | None = None,
                  execution: Execution | str = Execution.CUDA_GRAPH, host: str = "vllm-v0", *,
                  host_overlap: bool = False, comm_model: CollectiveModel | None = None,
-                 max_tokens: int = 131072, max_seqs: int = 1024, max_context: int = 131072):
+                 max_tokens: int = 131072, max_seqs: int = 1024, max_context: int = 131072,
+                 prefill_dispatch_s: float = 0.0, host_speed: float = 1.0):
         if model.kind != "decoder":
             raise InputError("model", f"{model.name} is {model.kind}; serving steps are "
                              "modelled for decoder-only models", "decoder")
@@ -57,7 +59,8 @@ class ServingStepModel(StepGrids):
             raise InputError("execution", f"unknown mode {execution!r}",
                              [e.value for e in Execution]) from None
         h0 = host_overhead_s(host, 0, self.plan.tp)
-        self.host_s = (h0, host_overhead_s(host, 1, self.plan.tp) - h0)
+        self._profile_s = (h0, host_overhead_s(host, 1, self.plan.tp) - h0)
+        self._set_host(prefill_dispatch_s, host_speed)
         # engines that prepare step n+1 on the CPU while the GPU runs step n (SGLang's and
         # TensorRT-LLM's overlap schedulers, vLLM's async scheduling): step = max(GPU, host)
         self.host_overlap = host_overlap
@@ -68,6 +71,29 @@ class ServingStepModel(StepGrids):
         self._decode_const: dict[int, tuple] = {}  # per sequence count, for decode_run_s
         self._build()
 
+    def _set_host(self, prefill_dispatch_s: float, host_speed: float) -> None:
+        """Host costs on a CPU `host_speed` times the reference's: the profile's per step
+        and, as CUDA-graph engines replay only decode-only steps, `prefill_dispatch_s` per
+        kernel of a step with prefill tokens (Stack.host.prefill_dispatch_s)."""
+        if not host_speed > 0:
+            raise InputError("host_speed", f"must be > 0, got {host_speed}", "> 0")
+        if not 0 <= prefill_dispatch_s <= 1e-3:
+            raise InputError("prefill_dispatch_s", f"must be in [0, 1e-3] s, got "
+                             f"{prefill_dispatch_s}", "[0, 1e-3]")
+        self.host_speed, self._dispatch_s = host_speed, prefill_dispatch_s
+        self.host_s = (self._profile_s[0] / host_speed, self._profile_s[1] / host_speed)
+        self.prefill_dispatch_s = prefill_dispatch_s / host_speed
+
+    def with_host(self, prefill_dispatch_s: float, host_speed: float = 1.0
+                  ) -> ServingStepModel:
+        """This deployment's step model under other host costs, sharing its priced grids
+        (host costs never enter them): what a search over host parameters replays; itself
+        under its own costs."""
+        if (prefill_dispatch_s, host_speed) == (self._dispatch_s, self.host_speed):
+            return self
+        other = copy.copy(self)
+        other._set_host(prefill_dispatch_s, host_speed)
+        return other
 
     # -- queries -----------------------------------------------------------------------
     def _check(self, name: str, value: float, limit: tuple[float, str]) -> None:
@@ -104,18 +130,22 @@ class ServingStepModel(StepGrids):
     def _overheads(self, busy, st: BatchStats) -> tuple[np.ndarray, np.ndarray]:
         """(eager launch idle, host) seconds. Eager: the host dispatches N kernels d apart;
         with identical layers the queue ends at max(d + busy, N·d) (first or last kernel
-        binding), a close stand-in for step_time's exact queue."""
+        binding), a close stand-in for step_time's exact queue. Under CUDA graphs only the
+        steps with prefill tokens queue so, d = prefill_dispatch_s (decode-only steps
+        replay a graph)."""
         seqs = st.prefill_seqs + st.decode_seqs
         host = self.host_s[0] + self.host_s[1] * seqs
-        if self.execution != Execution.EAGER:
+        eager = self.execution == Execution.EAGER
+        if not eager and not self.prefill_dispatch_s:
             return np.zeros_like(busy), host
         n_t, n_s, n_pt, n_d, n_p = self.launches
         n = (n_t + n_s + n_pt * (st.prefill_tokens_total > 0) + n_d * (st.decode_seqs > 0)
              + n_p * (st.prefill_seqs > 0))
-        d = EAGER_DISPATCH_S
-        if self.cluster.device.kind == "cpu":
+        d = EAGER_DISPATCH_S if eager else self.prefill_dispatch_s
+        if eager and self.cluster.device.kind == "cpu":
             return d * n, host
-        return np.maximum(np.maximum(busy + d, n * d) - busy, 0.0), host
+        idle = np.maximum(np.maximum(busy + d, n * d) - busy, 0.0)
+        return (idle if eager else np.where(st.prefill_tokens_total > 0, idle, 0.0)), host
 
     def step_times_s(self, stats: BatchStats) -> np.ndarray:
         """Seconds per step for many batches at once."""
@@ -139,7 +169,8 @@ class ServingStepModel(StepGrids):
                      dk: float) -> float:
         """`step_time_s` from the six batch statistics (as `scalar_stats` gives them: new
         prefill tokens, prefill sequences, prefill keys, attended pairs, decode sequences,
-        decode keys), CUDA-graph execution only; no validation of the statistics."""
+        decode keys), CUDA-graph execution only (prefill steps dispatched per
+        `prefill_dispatch_s`); no validation of the statistics."""
         tokens, seqs = pt + ds, ps + ds
         q = pt / ps if ps else 0.0
         c = (pk - pt) / ps if ps else 0.0
@@ -164,6 +195,11 @@ class ServingStepModel(StepGrids):
                                                  pp / (ps * (q * c + q * (q + 1) / 2))))
             if self.pt_grid is not None:
                 busy += self.pt_grid.total((pt,))
+        if pt and self.prefill_dispatch_s:  # dispatched from Python (_overheads)
+            n_t, n_s, n_pt, n_d, n_p = self.launches
+            d = self.prefill_dispatch_s
+            busy = max(busy + d, (n_t + n_s + n_pt + (n_d if ds else 0) + (n_p if ps else 0))
+                       * d)
         host = self.host_s[0] + self.host_s[1] * seqs
         return max(busy, host) if self.host_overlap else busy + host
 

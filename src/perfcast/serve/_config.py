@@ -112,6 +112,14 @@ class ServeConfig(BaseModel):
         default="calibrated", description="kernel times: the calibrated physical model, or "
         "the learned trees inside their envelope over it (issue 18); every step model of the "
         "deployment (draft, pools, co-located models) prices with it")
+    prefill_dispatch_s: float | None = Field(
+        default=None, ge=0.0, le=1e-3, description="host seconds per kernel of a step with "
+        "prefill tokens, which the engine dispatches from Python while CUDA graphs replay "
+        "its decode-only steps (execution cuda-graph); None: the stack's "
+        "(Stack.host.prefill_dispatch_s), 0 without a stack")
+    host_speed: float = Field(default=1.0, gt=0.0, le=100.0, description="this host's CPU "
+                              "against the reference CPU of the host costs (host profile, "
+                              "prefill dispatch): they are divided by it")
     host_overlap: bool = Field(default=False, description="the engine prepares the next step "
                                "on the CPU while the GPU runs this one (step = max, not sum; "
                                "first tokens reach the client when the next step ends)")
@@ -290,6 +298,14 @@ class ServeConfig(BaseModel):
         if self.kv_budget is not None:
             return self.kv_budget
         return KVBudget.TOTAL if self.stack is None else get_stack(self.stack).kv_budget
+
+    @property
+    def prefill_dispatch(self) -> float:
+        """Host seconds per kernel of a prefill step on the reference CPU: prefill_dispatch_s,
+        else the stack's (0 without a stack)."""
+        if self.prefill_dispatch_s is not None:
+            return self.prefill_dispatch_s
+        return 0.0 if self.stack is None else get_stack(self.stack).host.prefill_dispatch_s
 
     @property
     def cluster_spec(self) -> Cluster:

@@ -51,7 +51,7 @@ from perfcast.serve._step_model import StepTimeModel
 from perfcast.serve._workload import Workload
 from perfcast.specs import Link, ParallelPlan
 
-__all__ = ["DisaggResult", "POOL_KEYS", "PoolLayout", "simulate_disaggregated"]
+__all__ = ["DisaggResult", "POOL_KEYS", "PoolLayout", "decode_pool", "simulate_disaggregated"]
 
 @dataclass(frozen=True, eq=False)
 class DisaggResult:
@@ -117,11 +117,21 @@ def simulate_disaggregated(prefill: ServeConfig, decode: ServeConfig, workload: 
     models as `simulate` takes them (built from each pool's config by default). A closed-loop
     workload (`concurrency` set) is solved as the module docstring says."""
     _check(prefill, decode, workload)
+    decode = decode_pool(decode)
     link = link or _link(prefill, decode)
     models = {"prefill_step_model": prefill_step_model, "decode_step_model": decode_step_model}
     if workload.concurrency is not None:
         return _closed_loop(prefill, decode, workload, link, seed, models)
     return _open_loop(prefill, decode, workload, link, seed, **models)
+
+
+def decode_pool(config: ServeConfig) -> ServeConfig:
+    """`config` as a decode pool runs it: its requests arrive with their KV, so each one's
+    first step (a one-token step on the cached prompt here) is a decode the engine replays
+    from a CUDA graph, not a Python-dispatched prefill (prefill_dispatch_s 0)."""
+    if config.prefill_dispatch == 0.0:
+        return config
+    return ServeConfig(**(config.model_dump() | {"prefill_dispatch_s": 0.0}))
 
 
 def _closed_loop(prefill: ServeConfig, decode: ServeConfig, workload: Workload, link: Link,

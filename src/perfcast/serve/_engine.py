@@ -53,7 +53,9 @@ def step_model_for(config: ServeConfig, time_model: ExecutionTimeModel | None = 
                             comm_model=CustomAllReduce() if config.allreduce == "custom"
                             else RingAlphaBeta(),
                             max_tokens=min(max(budget, 16), 1 << 22),
-                            max_seqs=config.max_batch, max_context=config.context_limit)
+                            max_seqs=config.max_batch, max_context=config.context_limit,
+                            prefill_dispatch_s=config.prefill_dispatch,
+                            host_speed=config.host_speed)
 
 
 def kernel_time_model(config: ServeConfig) -> ExecutionTimeModel:

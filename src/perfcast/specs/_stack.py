@@ -80,7 +80,13 @@ class HostModel(BaseModel):
     outside the kernels perfcast lists (scheduler, sampler, input preparation; in HF models
     the causal mask and the rotary tables); `generate_s`: per new token of HF generate()
     beyond the forward (logits processors, stopping criteria, cache and mask updates, the
-    sync on the finished flag). `train_dispatch_s`: per eager kernel of a training
+    sync on the finished flag). `prefill_dispatch_s`: per kernel (perfcast's serving op
+    table) of a serving-engine step that carries prefill tokens: the engines replay CUDA
+    graphs for decode-only steps and dispatch prefill and mixed steps kernel by kernel
+    (SGLang's extend batches run eager PyTorch), so a short prefill waits on its host
+    (`perfcast.compose.ServingStepModel`); fitted on end-to-end TTFT
+    (scripts/fit_prefill_dispatch.py: TensorRT-LLM's and vLLM's show none).
+    `train_dispatch_s`: per eager kernel of a training
     iteration (forward, autograd's backward and the optimizer together; None: not measured,
     the inference dispatch stands in) and `train_step_s` per iteration beyond those kernels.
     A GPU host's CPU runs them `host_speed` times faster than
@@ -94,6 +100,7 @@ class HostModel(BaseModel):
     module_s: float = Field(0.0, ge=0.0, le=1e-3)
     step_s: float = Field(0.0, ge=0.0, le=1.0)
     generate_s: float = Field(0.0, ge=0.0, le=1.0)
+    prefill_dispatch_s: float = Field(0.0, ge=0.0, le=1e-3)
     train_dispatch_s: float | None = Field(None, ge=0.0, le=1e-3)
     train_step_s: float = Field(0.0, ge=0.0, le=1.0)
     spread: tuple[float, float] = (1.0, 1.0)

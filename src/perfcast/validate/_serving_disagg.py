@@ -32,7 +32,7 @@ from perfcast.serve import (
     make_workload,
     simulate_disaggregated,
 )
-from perfcast.serve._disagg import PoolLayout
+from perfcast.serve._disagg import PoolLayout, decode_pool
 from perfcast.validate._serving import GRID_BATCH
 from perfcast.validate._serving_sim import (
     ROUNDS,
@@ -90,7 +90,7 @@ def disagg_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
     n = ROUNDS * conc
     key = tuple(sorted((k, point[k]) for k in ("isl", "osl", "silicon_data_source")))
     prompt, output = _lengths(key, n, conc)
-    prefill, decode = _pool(point, "prefill", stack), _pool(point, "decode", stack)
+    prefill, decode = _pool(point, "prefill", stack), decode_pool(_pool(point, "decode", stack))
     models = {"prefill_step_model": cached_step_model(_grid(prefill), time_model),
               "decode_step_model": cached_step_model(_grid(decode), time_model)}
     res = simulate_disaggregated(prefill, decode, Workload(np.zeros(n), prompt, output, conc),

@@ -20,6 +20,10 @@ size (8192 tokens on H100, 16384 on B200), decodes pausing meanwhile (mixed chun
 by default: `prefill-first`); `max_batch` = the point's concurrency,
 and CPU scheduling overlapped with the GPU step (SGLang's and TensorRT-LLM's overlap
 schedulers, vLLM's async scheduling), so host time counts only where it exceeds the step.
+Steps with prefill tokens are dispatched from Python at the engine's
+`Stack.host.prefill_dispatch_s` per kernel (decode-only steps replay CUDA graphs): fitted
+on the diagnostic sample by scripts/fit_prefill_dispatch.py, the one value here fitted to
+serving points.
 KV memory as each engine sizes it at its default fraction (0.9): of the CUDA total for vLLM
 and SGLang, of what the model leaves free for TensorRT-LLM (`perfcast.specs.KVBudget`).
 
@@ -65,7 +69,8 @@ def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
     precision, the scheduler and token budget its backend's engine defaults to on that GPU
     (`Stack.engine`, what `perfcast serve --stack <backend>` uses) and its KV memory rule
     (the engine that ran sized its KV cache, whichever tables price the kernels), overlapped
-    host, context limit, the stack pricing its kernels (`point_stack`)."""
+    host and its per-kernel cost of prefill steps (the engine's, likewise), context limit,
+    the stack pricing its kernels (`point_stack`)."""
     backend = get_stack(point["backend"])
     tier = backend.engine.tier_on(get_device(point["device"]))
     isl, osl = int(point["isl"]), int(point["osl"])
@@ -73,23 +78,30 @@ def engine_settings(point: pd.Series, stack: str | None = None) -> dict:
             "max_batch_tokens": tier.max_batch_tokens, "scheduler": backend.engine.scheduler,
             "precision": point_precision(point), "host_overlap": True,
             "max_context": isl + osl, "stack": point_stack(point, stack),
-            "kv_budget": backend.kv_budget}
+            "kv_budget": backend.kv_budget,
+            "prefill_dispatch_s": backend.host.prefill_dispatch_s}
 
 
 def cached_step_model(config: ServeConfig, time_model: ExecutionTimeModel | None
                       ) -> ServingStepModel:
     """One step model per deployment, grid size and time model, kept (the most recently used
-    `KEPT_STEP_MODELS`): its grids are the cost of a replay."""
+    `KEPT_STEP_MODELS`): its grids are the cost of a replay; under the config's host costs
+    (`ServingStepModel.with_host`: the grids shared)."""
     key = (config.model, config.gpu, config.tp, config.pp, config.ep, config.attention_dp,
            config.precision, config.max_context, config.max_batch, config.stack,
            config.kernel_model, id(time_model))
-    return kept_step_model(_STEP_MODELS, key, time_model,
-                           lambda: step_model_for(config, time_model))
+    model = kept_step_model(_STEP_MODELS, key, time_model,
+                            lambda: step_model_for(config, time_model))
+    return model.with_host(config.prefill_dispatch, config.host_speed)
 
 
-def _config(point: pd.Series, max_batch: int, stack: str | None = None) -> ServeConfig:
+def _config(point: pd.Series, max_batch: int, stack: str | None = None,
+            prefill_dispatch_s: float | None = None) -> ServeConfig:
     layout = point_layout(point)
-    return ServeConfig(**engine_settings(point, stack), tp=int(point["tp"]), pp=int(point["pp"]),
+    settings = engine_settings(point, stack)
+    if prefill_dispatch_s is not None:
+        settings["prefill_dispatch_s"] = prefill_dispatch_s
+    return ServeConfig(**settings, tp=int(point["tp"]), pp=int(point["pp"]),
                        max_batch=max_batch, ep=layout["ep"], attention_dp=layout["dp"],
                        replicas=layout["dp"])
 
@@ -104,15 +116,19 @@ def benchmark_lengths(point: pd.Series) -> dict:
 
 
 def engine_point(point: pd.Series, time_model: ExecutionTimeModel | None = None,
-                 stack: str | None = None) -> tuple[float, float]:
+                 stack: str | None = None, prefill_dispatch_s: float | None = None
+                 ) -> tuple[float, float]:
     """(mean TTFT, mean TPOT) in seconds of the point's closed-loop benchmark, simulated;
-    kernels priced per `stack` (module docstring; None: the shipped default calibration)."""
+    kernels priced per `stack` (module docstring; None: the shipped default calibration),
+    prefill steps dispatched `prefill_dispatch_s` per kernel (None: the backend's stack's;
+    scripts/fit_prefill_dispatch.py varies it)."""
     conc = int(point["concurrency"])
     workload = make_workload(ROUNDS * conc, arrival="closed_loop", concurrency=conc,
                              max_tokens=None, seed=0, **benchmark_lengths(point))
     per_rank = -(-conc // point_layout(point)["dp"])  # the router spreads the client's load
-    grid = _config(point, max(GRID_BATCH, conc), stack)  # one step model for every concurrency
-    result = simulate(_config(point, per_rank, stack), workload,
+    # one step model for every concurrency
+    grid = _config(point, max(GRID_BATCH, conc), stack, prefill_dispatch_s)
+    result = simulate(_config(point, per_rank, stack, prefill_dispatch_s), workload,
                       step_model=cached_step_model(grid, time_model))
     s = result.summary()
     return float(s["ttft_s"]["mean"]), float(s["tpot_s"]["mean"])

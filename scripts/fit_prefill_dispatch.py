@@ -2,17 +2,18 @@
 
 Run from the repository root: `python scripts/fit_prefill_dispatch.py [--held-out]`.
 
-The engines replay CUDA graphs for decode-only steps only; SGLang's extend batches and
-TensorRT-LLM's context phase run from Python, so a short prompt's step can wait on its
-host (`perfcast.compose.ServingStepModel`: max(busy + d, N·d)). No kernel table measures d:
+The engines replay CUDA graphs for decode-only steps only; a step with prefill tokens may
+run kernel by kernel (SGLang's extend batches in the builds these rows ran), so a short
+prompt's step can wait on its host (`perfcast.compose.ServingStepModel`: max(busy + d,
+N·d)). No kernel table measures d:
 it shows only in end-to-end TTFT. For each backend of `silicon_sample_dev.csv`
 (trtllm, vllm, sglang) this replays the diagnostic sample (`--points-per-group` 3 per
 model x device x backend x precision, seed 0: the points the serving choices were made on)
 through the closed-loop replay of `perfcast validate serving` (`engine_point`) at every
 candidate d, and keeps the smallest d whose median APE of TTFT (the target's own metric,
-on the quantity d moves most; TPOT is reported beside it) is within TOLERANCE of the lowest:
-no host cost unless the points ask for one. `--held-out` then replays the backend's other points at
-0 and at the fitted d, so the gain is reported on points the fit never saw.
+on the quantity d moves most; TPOT is reported beside it) is within TOLERANCE of the
+lowest: no host cost unless the points ask for one. `--held-out` then replays the backend's
+other points at 0 and at the fitted d, so the gain is reported on points the fit never saw.
 
 Writes the fitted d into src/perfcast/specs/data/stacks.json (each backend stack's host,
 with its provenance) and docs/validation/prefill_dispatch.{md,csv}; `--check` fails if the

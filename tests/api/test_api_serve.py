@@ -147,3 +147,16 @@ def test_host_speed_scales_the_engines_host_costs():
     assert ref["inputs"]["host_speed"] == 1.0 and ref["inputs"]["prefill_dispatch_s"] == d
     assert fast["inputs"]["prefill_dispatch_s"] == pytest.approx(d / 4)
     assert fast["ttft_s"]["mean"] < 0.6 * ref["ttft_s"]["mean"]
+
+
+def test_prefill_dispatch_is_the_stacks_unless_given():
+    """`--prefill-dispatch-us` sets the host cost per kernel of a prefill step (for an engine
+    build that captures prefill in graphs: 0); out of range it is refused by name."""
+    options = {"gpu": "h100-sxm", "stack": "sglang", "model": "llama-3-8b",
+               "prompt_tokens": 128, "output_tokens": 16, **SMALL}
+    ref = _cli(options)
+    graphed = _cli({**options, "prefill_dispatch_us": 0})
+    assert graphed["inputs"]["prefill_dispatch_s"] == 0.0
+    assert graphed["ttft_s"]["mean"] < ref["ttft_s"]["mean"]
+    res = runner.invoke(app, ["serve", "--stack", "sglang", "--prefill-dispatch-us", "-5"])
+    assert res.exit_code == 2 and "prefill_dispatch_us" in res.output

@@ -133,6 +133,11 @@ class ServeEngine(Group):
                                   "stack's.")
     allreduce: str = Field("custom", description="TP all-reduce: custom or nccl.")
     host_overlap: bool = Field(False, description="CPU scheduling overlaps the GPU step.")
+    prefill_dispatch_us: float | None = Field(
+        None, ge=0.0, le=1000.0, allow_inf_nan=False, description="Host microseconds per "
+        "kernel of a step with prefill tokens, which the engine launches one by one while "
+        "CUDA graphs replay its decode-only steps; default: the stack's (perfcast stacks "
+        "NAME; 0 for an engine capturing prefill in graphs).")
     prefix_cache: bool = Field(False, description="Automatic prefix caching.")
     kernel_model: str = Field("calibrated", description="calibrated (the physical model "
                               "fitted per family) or learned (gradient-boosted trees inside "
@@ -567,6 +572,8 @@ def resolve_serve(request: ServeRequest) -> ResolvedServe:
         max_batch_tokens=e.max_batch_tokens, chunk_size=e.chunk_size, block_size=e.block_size,
         preemption=e.preemption, gpu_memory_utilization=e.gpu_memory_utilization,
         kv_budget=e.kv_budget, host_overlap=e.host_overlap, allreduce=e.allreduce,
+        prefill_dispatch_s=(None if e.prefill_dispatch_us is None
+                            else e.prefill_dispatch_us / 1e6),
         prefix_caching=e.prefix_cache, kernel_model=e.kernel_model,
         spec_k=s.spec_k, spec_draft_model=s.spec_draft_model, spec_draft_gpu=s.spec_draft_gpu,
         spec_acceptance=s.rates(), ep=d.ep, attention_dp=d.attention_dp, moe_tp=d.moe_tp,

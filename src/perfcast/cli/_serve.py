@@ -139,6 +139,10 @@ def serve(
     host_overlap: Annotated[bool, typer.Option(
         help="CPU scheduling overlaps the GPU step (SGLang/TRT-LLM, vLLM async).",
         rich_help_panel=INTERNALS)] = False,
+    prefill_dispatch_us: Annotated[float | None, typer.Option(
+        help="Host us per kernel of a prefill step (decode-only steps replay CUDA graphs); "
+             "default: the stack's (perfcast stacks NAME).",
+        rich_help_panel=INTERNALS)] = None,
     prefix_cache: Annotated[bool, typer.Option(
         help="Automatic prefix caching of shared prompt content.",
         rich_help_panel=INTERNALS)] = False,

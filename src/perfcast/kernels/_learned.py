@@ -20,9 +20,13 @@ boosting on log features is what KernelSight-LM/NeuSight-style tools fit; trees 
 beyond their data, and the correction is clipped to the range seen in training.
 
 The physical model (perfcast.kernels.PhysicsModel) stays the backbone: a row outside the
-learned model's training envelope (a family, dtype or tensor-core generation it never saw, or
-a FLOP/byte count or device bandwidth/peak outside the training range by more than one octave)
-is priced by it, and `LearnedTimeModel.extrapolating` says which rows those are. Trees are
+learned model's training envelope (a family or dtype it never saw, a GPU with no tensor-core
+generation on the scale, or a FLOP/byte count or device bandwidth/peak FLOP/s per watt outside
+the training range by more than one octave) is priced by it, and
+`LearnedTimeModel.extrapolating` says which rows those are. A GPU of a generation the trees
+never saw is priced by them when its spec sheet lies inside: on both cross-generation splits
+of `perfcast validate kernels` (Ampere + Hopper -> Blackwell; NeuSight's Pascal-Ampere ->
+H100) they beat the physical fit there on most families (docs/validation/kernels.md). Trees are
 LightGBM's (the field's standard for tabular regression), stored as LightGBM's plain-text
 model inside JSON with provenance (no pickles). Intervals are split-conformal over devices:
 each family's 5th/95th percentiles of log(measured / forecast) on devices left out of the fit
@@ -34,9 +38,10 @@ The target-measured tier (`add_learned_targets`) is one device's own correction 
 trees, fitted on a sample of its measured rows: small boosted trees on log(measured / learned
 forecast) over the same features, then nearest-shape interpolation (NeighbourResidual) of what
 they leave (`DeviceResidual`). The device's rows also widen the envelope for that device: a GPU
-of a generation the trees never saw is priced by them, corrected by its own residual, for the
-families, dtypes and sizes its rows cover. On AIConfigurator's Blackwell GPUs (the generation
-split) this halves the error of the physical model's target tier on decode attention and MoE.
+whose spec sheet lies outside the trees' range is priced by them, corrected by its own
+residual, for the families, dtypes and sizes its rows cover. On AIConfigurator's Blackwell
+GPUs (the generation split) this halves the error of the physical model's target tier on
+decode attention and MoE.
 """
 
 from __future__ import annotations
@@ -87,11 +92,12 @@ NUMERIC = ("log_b", "log_m", "log_n", "log_k", "log_flops", "log_bytes", "intens
            "wave_factor", "sm_count", "log_clock", "log_l2", "l2_fit", "generation")
 CATEGORICAL = ("family", "dtype", "variant", "timing")
 FEATURES = NUMERIC + CATEGORICAL
-# Numeric features a forecast must stay within, per family and dtype (+- ENVELOPE_SLACK in
-# their log units, generation exactly), to be priced by the trees rather than the physical
-# model. log_t_quant keeps an FP8 GEMM handed already-quantised inputs (`:fused_quant`, no
-# quantisation pass) with the physical model, which prices that case: every measured FP8
-# GEMM includes its pass.
+# Numeric features whose training range is stored per family and dtype (the envelope). A
+# forecast must stay within it (+- ENVELOPE_SLACK in their log units) to be priced by the
+# trees rather than the physical model, except for the generation, which must only be on the
+# scale (ARCH_GENERATION; its range is kept for the record, `device_coverage`). log_t_quant
+# keeps an FP8 GEMM handed already-quantised inputs (`:fused_quant`, no quantisation pass)
+# with the physical model, which prices that case: every measured FP8 GEMM includes its pass.
 ENVELOPE = ("log_flops", "log_bytes", "log_t_quant", "log_flops_per_w", "log_bw_tbps",
             "generation")
 ENVELOPE_SLACK = 1.0
@@ -247,8 +253,9 @@ class LearnedKernels:
 
     def device_coverage(self, device: Device) -> dict[str, str]:
         """Per family, whether `device`'s spec sheet lies inside the trees' training envelope
-        ("learned") or which feature puts it outside ("physical model: ..."), before any
-        shape is known (shapes outside the envelope also fall back, row by row)."""
+        ("learned", saying so when its generation is beyond the trained ones) or which
+        feature puts it outside ("physical model: ..."), before any shape is known (shapes
+        outside the envelope also fall back, row by row)."""
         gen = ARCH_GENERATION.get(device.arch or "", np.nan)
         bw = float(np.log(device.hbm_bandwidth_bps / 1e12)) if device.hbm_bandwidth_bps else np.nan
         out = {}
@@ -262,11 +269,14 @@ class LearnedKernels:
                 out[family] = "physical model: a CPU"
             elif own is not None and family in own.envelope:
                 out[family] = "learned, with the device's own measured rows"
-            elif not lo <= gen <= hi:
-                out[family] = (f"physical model: {device.arch} generation outside the "
-                               f"trained {lo:g}-{hi:g}")
+            elif not np.isfinite(gen):
+                out[family] = (f"physical model: {device.arch or 'its architecture'} has no "
+                               "tensor-core generation on the trained scale")
             elif not blo - ENVELOPE_SLACK <= bw <= bhi + ENVELOPE_SLACK:
                 out[family] = "physical model: memory bandwidth outside the trained range"
+            elif not lo <= gen <= hi:
+                out[family] = (f"learned, beyond the trained generations {lo:g}-{hi:g} "
+                               f"({device.arch})")
             else:
                 out[family] = "learned"
         return out
@@ -307,7 +317,9 @@ class LearnedKernels:
 
 def _within(envelope: dict[str, dict], feats: pd.DataFrame) -> np.ndarray:
     """Rows whose ENVELOPE features lie in `envelope`'s ranges for their family and dtype
-    (+- ENVELOPE_SLACK, generation exactly); False for a pair it does not hold."""
+    (+- ENVELOPE_SLACK) and whose generation is on the scale (any one: the trees carry their
+    shape effects to a generation they never saw, module docstring); False for a pair it
+    does not hold."""
     fams = feats["family"].to_numpy(dtype=object)
     dtypes = feats["dtype"].to_numpy(dtype=object)
     ok = np.zeros(len(feats), dtype=bool)
@@ -320,10 +332,12 @@ def _within(envelope: dict[str, dict], feats: pd.DataFrame) -> np.ndarray:
         sel = codes == code
         good = np.ones(int(sel.sum()), dtype=bool)
         for name in ENVELOPE:
-            lo, hi = env[name]
-            slack = 0.0 if name == "generation" else ENVELOPE_SLACK
             x = feats[name].to_numpy(dtype=float)[sel]
-            good &= (x >= lo - slack) & (x <= hi + slack)
+            if name == "generation":
+                good &= np.isfinite(x)
+                continue
+            lo, hi = env[name]
+            good &= (x >= lo - ENVELOPE_SLACK) & (x <= hi + ENVELOPE_SLACK)
         ok[sel] = good
     return ok
 
@@ -695,7 +709,8 @@ class LearnedTimeModel:
         """"learned": intervals from the trees' device-held-out residuals (kernels._uncertainty),
         where the trees price some family on `device`; a device outside their envelope, or
         with its own target residuals, keeps the fallback's tier."""
-        learned = "learned" in self.learned.device_coverage(device).values()
+        learned = any(v.startswith("learned")
+                      for v in self.learned.device_coverage(device).values())
         if not learned or device.name in self.learned.devices:
             return self.fallback.tier(device)
         return LEARNED

@@ -105,3 +105,18 @@ def test_models_search_filters_by_name_family_and_model_type():
     assert "full+sliding" in out  # the attention column shows the layer pattern
     res = runner.invoke(app, ["models", "--search", "no-such-model"])
     assert res.exit_code == 2 and "search" in res.output
+
+
+def test_the_learned_envelope_line_counts_every_family_the_trees_price():
+    """Families the trees price with the device's own rows or beyond the trained
+    generations are trees, not physics, and the line says why."""
+    from perfcast.cli._console import stack_summary
+
+    line = stack_summary({"stack": "trtllm", "learned_envelope": {
+        "gemm": "learned", "moe": "learned, with the device's own measured rows",
+        "attn_decode": "learned, beyond the trained generations 8-10.3 (Rubin)",
+        "norm": "physical model: memory bandwidth outside the trained range"}})
+    trees = line.splitlines()[1]
+    assert trees.startswith("learned kernel model: trees for attn_decode, gemm, moe (")
+    assert "beyond the trained generations" in trees and "own measured rows" in trees
+    assert trees.endswith("physical model (outside the trees' training envelope) for norm")

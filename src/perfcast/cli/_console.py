@@ -382,10 +382,11 @@ def stack_summary(kernel_info: dict) -> str | None:
         f"stack {kernel_info['stack']}"
     envelope = kernel_info.get("learned_envelope")
     if envelope:  # --kernel-model learned: where the trees price this GPU, where physics does
-        physics = sorted(f for f, how in envelope.items() if how != "learned")
-        line += ("\nlearned kernel model: trees for "
-                 + (", ".join(sorted(f for f, h in envelope.items() if h == "learned"))
-                    or "no family")
+        trees = sorted(f for f, how in envelope.items() if how.startswith("learned"))
+        physics = sorted(f for f in envelope if f not in trees)
+        why = sorted({envelope[f].removeprefix("learned, ") for f in trees} - {"learned"})
+        line += ("\nlearned kernel model: trees for " + (", ".join(trees) or "no family")
+                 + (f" ({'; '.join(why)})" if why else "")
                  + ("; physical model (outside the trees' training envelope) for "
                     + ", ".join(physics) if physics else ""))
     return line

@@ -21,8 +21,8 @@ beyond their data, and the correction is clipped to the range seen in training.
 
 The physical model (perfcast.kernels.PhysicsModel) stays the backbone: a row outside the
 learned model's training envelope (a family or dtype it never saw, a GPU with no tensor-core
-generation on the scale, or a FLOP/byte count or device bandwidth/peak FLOP/s per watt outside
-the training range by more than one octave) is priced by it, and
+generation on the scale, or a FLOP/byte count outside the training range by more than an
+octave, a device bandwidth or peak FLOP/s per watt by more than a factor e) is priced by it, and
 `LearnedTimeModel.extrapolating` says which rows those are. A GPU of a generation the trees
 never saw is priced by them when its spec sheet lies inside: on both cross-generation splits
 of `perfcast validate kernels` (Ampere + Hopper -> Blackwell; NeuSight's Pascal-Ampere ->

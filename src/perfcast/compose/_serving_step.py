@@ -127,6 +127,14 @@ class ServingStepModel(StepGrids):
             out[on, :part.shape[1]] += part
         return out
 
+    def _kernels(self, prefill_tokens, decode_seqs, prefill_seqs):
+        """Kernels a step launches (scalars or arrays of its batch statistics): every
+        layer's token and sequence kernels, plus the prefill-token, decode and prefill
+        attention kernels where the step has such work."""
+        n_t, n_s, n_pt, n_d, n_p = self.launches
+        return (n_t + n_s + n_pt * (prefill_tokens > 0) + n_d * (decode_seqs > 0)
+                + n_p * (prefill_seqs > 0))
+
     def _overheads(self, busy, st: BatchStats) -> tuple[np.ndarray, np.ndarray]:
         """(eager launch idle, host) seconds. Eager: the host dispatches N kernels d apart;
         with identical layers the queue ends at max(d + busy, N·d) (first or last kernel
@@ -138,9 +146,7 @@ class ServingStepModel(StepGrids):
         eager = self.execution == Execution.EAGER
         if not eager and not self.prefill_dispatch_s:
             return np.zeros_like(busy), host
-        n_t, n_s, n_pt, n_d, n_p = self.launches
-        n = (n_t + n_s + n_pt * (st.prefill_tokens_total > 0) + n_d * (st.decode_seqs > 0)
-             + n_p * (st.prefill_seqs > 0))
+        n = self._kernels(st.prefill_tokens_total, st.decode_seqs, st.prefill_seqs)
         d = EAGER_DISPATCH_S if eager else self.prefill_dispatch_s
         if eager and self.cluster.device.kind == "cpu":
             return d * n, host
@@ -196,10 +202,8 @@ class ServingStepModel(StepGrids):
             if self.pt_grid is not None:
                 busy += self.pt_grid.total((pt,))
         if pt and self.prefill_dispatch_s:  # dispatched from Python (_overheads)
-            n_t, n_s, n_pt, n_d, n_p = self.launches
             d = self.prefill_dispatch_s
-            busy = max(busy + d, (n_t + n_s + n_pt + (n_d if ds else 0) + (n_p if ps else 0))
-                       * d)
+            busy = max(busy + d, self._kernels(pt, ds, ps) * d)
         host = self.host_s[0] + self.host_s[1] * seqs
         return max(busy, host) if self.host_overlap else busy + host
 

@@ -2,11 +2,19 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfcast.errors import InputError
 from perfcast.kernels import kernel_features, measurement_ops
-from perfcast.kernels._conformal import IntervalScale, device_points, fit_scale, novelty
+from perfcast.kernels._conformal import (
+    SCHEMA3_FEATURES,
+    IntervalScale,
+    device_points,
+    fit_scale,
+    novelty,
+)
 from perfcast.measure import load_store, sample_per_group
 from perfcast.specs import get_device
 
@@ -46,6 +54,40 @@ def test_distance_is_to_the_nearest_fitted_gpu():
                                               DEVICE[~h200 & (DEVICE != "l40s")]))
     assert (to_h100 < to_a100).all() and np.allclose(both, to_h100)
     assert np.allclose(to_h100, np.log2(4.8 / 3.35), atol=0.05)  # bandwidth alone differs
+
+
+def test_a_generation_beyond_the_fitted_ones_adds_its_distance_and_one_between_does_not():
+    """H100 against A100 alone is a generation beyond it: an octave in quadrature with the
+    spec-sheet distance; L40S (Ada, 8.9) against A100 and H100 lies between their bf16
+    generations and is as far as its spec sheet says (per dtype: its FP8 rows are 0.1 of a
+    generation behind the only FP8 GPU, H100)."""
+    a100 = DEVICE == "a100-sxm4-80gb"
+    points = device_points(FEATS[a100], DEVICE[a100])
+    h100 = DEVICE == "h100-sxm"
+    spec = novelty(FEATS[h100], {d: [p[:5] for p in ps] for d, ps in points.items()},
+                   SCHEMA3_FEATURES)
+    assert np.allclose(novelty(FEATS[h100], points), np.hypot(spec, 1.0))
+    both = np.isin(DEVICE, ["a100-sxm4-80gb", "h100-sxm"])
+    points = device_points(FEATS[both], DEVICE[both])
+    l40s = (DEVICE == "l40s") & (FEATS["dtype"].astype(str) == "bf16").to_numpy()
+    assert l40s.any()
+    spec = novelty(FEATS[l40s], {d: [p[:5] for p in ps] for d, ps in points.items()},
+                   SCHEMA3_FEATURES)
+    assert np.allclose(novelty(FEATS[l40s], points), spec) and (spec > 0.5).all()
+
+
+def test_a_scale_stored_before_the_generation_counted_prices_as_it_was_fitted():
+    """A schema-3 file's scale has five features and five-number points: it loads and
+    measures novelty over them; a feature name it does not know is refused."""
+    fitted = DEVICE == "a100-sxm4-80gb"
+    points = {d: [p[:5] for p in ps]
+              for d, ps in device_points(FEATS[fitted], DEVICE[fitted]).items()}
+    old = {"a": 0.2, "b": 0.3, "features": list(SCHEMA3_FEATURES), "points": points}
+    scale = IntervalScale.from_dict(old)
+    assert scale.features == SCHEMA3_FEATURES and scale.to_dict() == old
+    assert np.allclose(scale.sigma(FEATS), 0.2 + 0.3 * novelty(FEATS, points, SCHEMA3_FEATURES))
+    with pytest.raises(InputError, match="features"):
+        IntervalScale.from_dict({**old, "features": [*SCHEMA3_FEATURES[:4], "log_hbm"]})
 
 
 def test_fit_scale_recovers_a_line_and_refuses_a_falling_one():

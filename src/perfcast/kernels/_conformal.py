@@ -12,6 +12,16 @@ width moves to where the error is. Here
                  over the spec-sheet features the trees see (NOVELTY_FEATURES), same dtype
     sigma(x)   = a + b * novelty(x)
 
+The tensor-core generation counts too, a generation as an octave (each of Ampere, Hopper and
+Blackwell doubled the dense tensor FLOP/s per SM per clock), by how far a GPU's generation
+lies *outside* the fitted ones: a GPU of a generation the trees never saw (priced by them
+since its spec sheet lies in their range) is that much farther from every fitted one, and the
+refits' slope sees it where a held-out device is the first or last of the generations; one
+between two fitted generations (Ada between Ampere and Hopper) is as far as its spec sheet
+says, the trees splitting on the generation there. A model fitted before the generation
+counted (schema 3, points of five features) measures novelty over the features it stored, as
+it was fitted.
+
 with a, b a line through each held-out device's 90th percentile of |log error| against its
 novelty, fitted on the refits' held-out residuals alone (`fit_scale`; b >= 0, a >= A_FLOOR).
 """
@@ -23,12 +33,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from perfcast.errors import InputError
+
 __all__ = ["IntervalScale", "NOVELTY_FEATURES", "device_points", "fit_scale", "novelty"]
 
 # kernel_features columns -> factor to octaves (the first two are natural logs, sm_count a
-# count, the last two already log2)
+# count, log_clock and log_l2 already log2, generation one octave a generation: docstring).
+# The first is per dtype (left out against another dtype's points, `novelty`).
 NOVELTY_FEATURES = {"log_flops_per_w": 1 / np.log(2), "log_bw_tbps": 1 / np.log(2),
-                    "sm_count": None, "log_clock": 1.0, "log_l2": 1.0}
+                    "sm_count": None, "log_clock": 1.0, "log_l2": 1.0, "generation": 1.0}
+# the features of the first novelty-scaled models (before the generation counted)
+SCHEMA3_FEATURES = ("log_flops_per_w", "log_bw_tbps", "sm_count", "log_clock", "log_l2")
 SPREAD_QUANTILE = 0.9  # each held-out device's spread: this quantile of |log error|
 A_FLOOR = 0.05  # sigma at zero novelty never below this (a 5% log error)
 # a slope needs this many held-out devices spread over this many octaves of novelty (two
@@ -37,10 +52,13 @@ SLOPE_MIN_DEVICES = 3
 SLOPE_MIN_RANGE = 0.25
 
 
-def _octaves(feats: pd.DataFrame) -> np.ndarray:
-    """Rows x NOVELTY_FEATURES in octaves (NaN where the spec sheet lacks a number)."""
+def _octaves(feats: pd.DataFrame, features: tuple[str, ...] = tuple(NOVELTY_FEATURES)
+             ) -> np.ndarray:
+    """Rows x `features` (of NOVELTY_FEATURES) in octaves (NaN where the spec sheet lacks a
+    number)."""
     cols = []
-    for name, factor in NOVELTY_FEATURES.items():
+    for name in features:
+        factor = NOVELTY_FEATURES[name]
         x = feats[name].to_numpy(dtype=float)
         cols.append(np.log2(np.where(x > 0, x, np.nan)) if factor is None else x * factor)
     return np.column_stack(cols)
@@ -58,25 +76,43 @@ def device_points(feats: pd.DataFrame, device: np.ndarray) -> dict[str, list[lis
     return out
 
 
-def novelty(feats: pd.DataFrame, points: dict[str, list[list[float]]]) -> np.ndarray:
+def novelty(feats: pd.DataFrame, points: dict[str, list[list[float]]],
+            features: tuple[str, ...] = tuple(NOVELTY_FEATURES)) -> np.ndarray:
     """Per row, the Euclidean distance in octaves to the nearest reference point of its
-    dtype (features missing on either side left out of the sum); a dtype without points is
+    dtype over the spec-sheet `features` (the points' coordinates; features missing on
+    either side left out of the sum), and in quadrature with it how far the row's
+    generation lies outside the points' generations (none between two fitted ones: trees
+    split on the generation, and extrapolate flat beyond it). A dtype without points is
     measured against every dtype's points without the per-dtype FLOP/s-per-watt feature."""
-    x = _octaves(feats)
+    x = _octaves(feats, features)
+    gen = np.array([f == "generation" for f in features])
     dtypes = feats["dtype"].astype(str).to_numpy()
     out = np.full(len(feats), np.nan)
     every = np.array([p for ps in points.values() for p in ps], dtype=float).reshape(-1, x.shape[1])
     for dtype in np.unique(dtypes):
         sel = dtypes == dtype
         ref = np.array(points.get(dtype, []), dtype=float).reshape(-1, x.shape[1])
-        mask = np.ones(x.shape[1])
+        mask = ~gen
         if not len(ref):
-            ref, mask = every, np.array([0.0, 1, 1, 1, 1])
+            ref, mask = every, ~gen & np.array([f != "log_flops_per_w" for f in features])
         if not len(ref):
             continue
-        diff = (x[sel][:, None, :] - ref[None, :, :]) * mask
-        out[sel] = np.sqrt(np.nansum(diff**2, axis=2)).min(axis=1)
+        diff = (x[sel][:, None, :] - ref[None, :, :])[:, :, mask]
+        out[sel] = np.sqrt(np.nansum(diff**2, axis=2)).min(axis=1) ** 2
+        if gen.any():
+            out[sel] += _beyond(x[sel][:, gen][:, 0], ref[:, gen][:, 0]) ** 2
+        out[sel] = np.sqrt(out[sel])
     return out
+
+
+def _beyond(value: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """How far each value lies outside [min, max] of the finite `ref` (0 inside; 0 where
+    either side is NaN: a generation off the scale adds nothing)."""
+    ref = ref[np.isfinite(ref)]
+    if not len(ref):
+        return np.zeros(len(value))
+    gap = np.maximum(np.maximum(ref.min() - value, value - ref.max()), 0.0)
+    return np.nan_to_num(gap, nan=0.0)
 
 
 @dataclass(frozen=True)
@@ -86,20 +122,31 @@ class IntervalScale:
     a: float = 1.0
     b: float = 0.0
     points: dict[str, list[list[float]]] = field(default_factory=dict)
+    features: tuple[str, ...] = tuple(NOVELTY_FEATURES)  # the points' coordinates
+
+    def novelty(self, feats: pd.DataFrame) -> np.ndarray:
+        return novelty(feats, self.points, self.features)
 
     def sigma(self, feats: pd.DataFrame) -> np.ndarray:
         if not self.b:
             return np.full(len(feats), self.a)
-        n = novelty(feats, self.points)
+        n = self.novelty(feats)
         return self.a + self.b * np.nan_to_num(n, nan=float(np.nanmax(n, initial=0.0)))
 
     def to_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "features": list(NOVELTY_FEATURES),
+        return {"a": self.a, "b": self.b, "features": list(self.features),
                 "points": self.points}
 
     @classmethod
     def from_dict(cls, data: dict) -> IntervalScale:
-        return cls(float(data["a"]), float(data["b"]), data.get("points", {}))
+        """A stored scale; its `features` as stored (a file written before the generation
+        counted has SCHEMA3_FEATURES), refused when one is not a NOVELTY_FEATURES name."""
+        features = tuple(data.get("features", SCHEMA3_FEATURES))
+        unknown = [f for f in features if f not in NOVELTY_FEATURES]
+        if unknown:
+            raise InputError("learned_kernels.interval_scale.features",
+                             f"unknown novelty feature(s) {unknown}", list(NOVELTY_FEATURES))
+        return cls(float(data["a"]), float(data["b"]), data.get("points", {}), features)
 
 
 def fit_scale(residual: np.ndarray, nov: np.ndarray, device: np.ndarray) -> tuple[float, float]:

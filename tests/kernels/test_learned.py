@@ -1,6 +1,7 @@
 """The learned kernel model (perfcast.kernels._learned): fit, storage, envelope and fallback."""
 
 import json
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from perfcast.kernels import (
     shipped_calibration,
     shipped_learned,
 )
+from perfcast.kernels._conformal import SCHEMA3_FEATURES
 from perfcast.kernels._learned import TARGET_MIN_ROWS, _booster, _encode
 from perfcast.measure import load_store, sample_per_group
 from perfcast.specs import get_device
@@ -201,11 +203,21 @@ def test_schema_1_files_still_load_and_price_with_the_ratio_trees_alone(rows, fi
 
 def test_a_file_without_its_seconds_trees_or_interval_scale_is_refused(fitted):
     data = json.loads(fitted.to_json())
-    assert data["schema_version"] == 3
+    assert data["schema_version"] == 4
     for key in ("seconds_booster", "interval_scale"):
         broken = {k: v for k, v in data.items() if k != key}
         with pytest.raises(InputError, match=key):
             LearnedKernels.from_json(json.dumps(broken))
+
+
+def test_the_shipped_schema_3_file_loads_prices_and_round_trips_as_fitted():
+    """The shipped trees were fitted when the novelty had five spec-sheet features (schema
+    3): they load with those, measure novelty over them and write back byte for byte."""
+    text = (resources.files("perfcast.kernels") / "data" / "learned.json").read_text()
+    assert json.loads(text)["schema_version"] == 3
+    model = LearnedKernels.from_json(text)
+    assert model.interval_scale.features == SCHEMA3_FEATURES
+    assert model.to_json() == text
 
 
 def test_schema_2_files_still_load_with_their_bands_unscaled(rows, fitted, physics):

@@ -31,8 +31,9 @@ LightGBM's (the field's standard for tabular regression), stored as LightGBM's p
 model inside JSON with provenance (no pickles). Intervals are split-conformal over devices:
 each family's 5th/95th percentiles of log(measured / forecast) on devices left out of the fit
 (grouped K-fold), so the 90% interval is about held-out GPUs, not held-out rows; normalised
-by how far each device lies from the fitted ones (perfcast.kernels._conformal, schema 3), so
-a GPU with a sibling in the fit gets a narrow band and one unlike any a wide one.
+by how far each device lies from the fitted ones (perfcast.kernels._conformal, schema 3; its
+generation beyond theirs counted too, schema 4), so a GPU with a sibling in the fit gets a
+narrow band and one unlike any, or of a newer generation, a wide one.
 
 The target-measured tier (`add_learned_targets`) is one device's own correction over the
 trees, fitted on a sample of its measured rows: small boosted trees on log(measured / learned
@@ -64,7 +65,13 @@ from perfcast.kernels._calibration import (
     as_default_kernels,
     measurement_ops,
 )
-from perfcast.kernels._conformal import IntervalScale, device_points, fit_scale, novelty
+from perfcast.kernels._conformal import (
+    SCHEMA3_FEATURES,
+    IntervalScale,
+    device_points,
+    fit_scale,
+    novelty,
+)
 from perfcast.kernels._physics import prepare, variants
 from perfcast.kernels._residual import NeighbourResidual
 from perfcast.kernels._roofline import roofline_times, wave_quantization
@@ -76,9 +83,10 @@ __all__ = ["LEARNED", "LEARNED_FILES", "LEARNED_SCHEMA_VERSION", "DeviceResidual
            "fit_learned", "learned_target_tier",
            "kernel_features", "learned_time_model", "shipped_learned"]
 
-LEARNED_SCHEMA_VERSION = 3
-# 1: the ratio trees r alone (module docstring); 2: intervals not normalised by novelty
-LEARNED_SCHEMAS = (1, 2, 3)
+LEARNED_SCHEMA_VERSION = 4
+# 1: the ratio trees r alone (module docstring); 2: intervals not normalised by novelty;
+# 3: novelty over the spec sheet alone (kernels._conformal.SCHEMA3_FEATURES)
+LEARNED_SCHEMAS = (1, 2, 3, 4)
 LEARNED = "learned"  # the uncertainty tier of rows the trees price
 # Tensor-core generation per architecture (a number, so trees can split on it).
 # (compute capability; AMD's CDNA matrix cores have no place on this scale: NaN, so their
@@ -188,8 +196,9 @@ class LearnedKernels:
     interval_scale: IntervalScale | None = None  # None: bands as they are (schema <= 2)
 
     def to_json(self) -> str:
-        schema = (1 if not self.seconds_booster_text else 2 if self.interval_scale is None
-                  else LEARNED_SCHEMA_VERSION)
+        scale = self.interval_scale
+        schema = (1 if not self.seconds_booster_text else 2 if scale is None
+                  else 3 if scale.features == SCHEMA3_FEATURES else LEARNED_SCHEMA_VERSION)
         data = {"schema_version": schema,
                 "provenance": self.provenance, "categories": self.categories,
                 "clip": self.clip, "envelope": self.envelope, "intervals": self.intervals,
@@ -213,8 +222,8 @@ class LearnedKernels:
             raise InputError("learned_kernels.seconds_booster",
                              f"missing in a schema-{schema} model", "LightGBM model text")
         if schema >= 3 and "interval_scale" not in data:
-            raise InputError("learned_kernels.interval_scale", "missing in a schema-3 model",
-                             "{a, b, points}")
+            raise InputError("learned_kernels.interval_scale",
+                             f"missing in a schema-{schema} model", "{a, b, features, points}")
         devices = {d: DeviceResidual.from_dict(r) for d, r in data.get("devices", {}).items()}
         scale = data.get("interval_scale")
         return cls(data["booster"], data["categories"], data["clip"], data["envelope"],

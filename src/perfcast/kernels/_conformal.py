@@ -98,10 +98,10 @@ def novelty(feats: pd.DataFrame, points: dict[str, list[list[float]]],
         if not len(ref):
             continue
         diff = (x[sel][:, None, :] - ref[None, :, :])[:, :, mask]
-        out[sel] = np.sqrt(np.nansum(diff**2, axis=2)).min(axis=1) ** 2
+        squared = np.nansum(diff**2, axis=2).min(axis=1)
         if gen.any():
-            out[sel] += _beyond(x[sel][:, gen][:, 0], ref[:, gen][:, 0]) ** 2
-        out[sel] = np.sqrt(out[sel])
+            squared += _beyond(x[sel][:, gen][:, 0], ref[:, gen][:, 0]) ** 2
+        out[sel] = np.sqrt(squared)
     return out
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from perfcast.errors import InputError
 from perfcast.kernels import kernel_features, measurement_ops
 from perfcast.kernels._conformal import (
+    NOVELTY_FEATURES,
     SCHEMA3_FEATURES,
     IntervalScale,
     device_points,
@@ -88,6 +89,9 @@ def test_a_scale_stored_before_the_generation_counted_prices_as_it_was_fitted():
     assert np.allclose(scale.sigma(FEATS), 0.2 + 0.3 * novelty(FEATS, points, SCHEMA3_FEATURES))
     with pytest.raises(InputError, match="features"):
         IntervalScale.from_dict({**old, "features": [*SCHEMA3_FEATURES[:4], "log_hbm"]})
+    mismatched = {**old, "features": list(NOVELTY_FEATURES)}  # five-number points, six names
+    with pytest.raises(InputError, match="points"):
+        IntervalScale.from_dict(mismatched)
 
 
 def test_fit_scale_recovers_a_line_and_refuses_a_falling_one():

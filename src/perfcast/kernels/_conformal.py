@@ -140,13 +140,19 @@ class IntervalScale:
     @classmethod
     def from_dict(cls, data: dict) -> IntervalScale:
         """A stored scale; its `features` as stored (a file written before the generation
-        counted has SCHEMA3_FEATURES), refused when one is not a NOVELTY_FEATURES name."""
+        counted has SCHEMA3_FEATURES), refused when one is not a NOVELTY_FEATURES name or a
+        point has not one number per feature."""
         features = tuple(data.get("features", SCHEMA3_FEATURES))
         unknown = [f for f in features if f not in NOVELTY_FEATURES]
         if unknown:
             raise InputError("learned_kernels.interval_scale.features",
                              f"unknown novelty feature(s) {unknown}", list(NOVELTY_FEATURES))
-        return cls(float(data["a"]), float(data["b"]), data.get("points", {}), features)
+        points = data.get("points", {})
+        if any(len(p) != len(features) for ps in points.values() for p in ps):
+            raise InputError("learned_kernels.interval_scale.points",
+                             f"a point without one number per feature {list(features)}",
+                             f"lists of {len(features)} numbers")
+        return cls(float(data["a"]), float(data["b"]), points, features)
 
 
 def fit_scale(residual: np.ndarray, nov: np.ndarray, device: np.ndarray) -> tuple[float, float]:
